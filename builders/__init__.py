@@ -1,0 +1,6 @@
+"""rlds_suite's TFDS builders, one folder per dataset (installed as rlds_suite.builders).
+
+Importing this package registers every builder with TFDS.
+"""
+
+from rlds_suite.builders.magical_demos import magical_demos_dataset_builder

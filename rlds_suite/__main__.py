@@ -1,0 +1,5 @@
+import sys
+
+from rlds_suite.cli import main
+
+sys.exit(main())

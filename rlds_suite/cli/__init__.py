@@ -1,0 +1,37 @@
+"""The `rlds-suite` command line: a thin shell over the library, one module per command.
+
+Each command module defines `register(subparsers)`, which adds its parser and sets `func`, a
+function of the parsed arguments that makes one library call, prints, and returns an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Optional, Sequence
+
+from rlds_suite import errors
+
+# Command modules under rlds_suite.cli, in the order `--help` lists them.
+COMMAND_MODULES = ('validate',)
+
+
+def make_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog='rlds-suite', description='RL/IL demonstrations as RLDS datasets.')
+  subparsers = parser.add_subparsers(dest='command', required=True)
+  for name in COMMAND_MODULES:
+    importlib.import_module(f'rlds_suite.cli.{name}').register(subparsers)
+  return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  args = make_parser().parse_args(argv)
+  try:
+    return int(args.func(args) or 0)
+  except errors.RLDSSuiteError as e:
+    print(f'error: {type(e).__name__}: {e}', file=sys.stderr)
+    return 2

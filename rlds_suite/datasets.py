@@ -1,0 +1,83 @@
+"""Finding and reading RLDS datasets: registered TFDS names, dataset directories, tf.data episodes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Iterator, Mapping, Optional, Union
+
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from rlds_suite import errors
+from rlds_suite import fields
+from rlds_suite import validation
+from rlds_suite.episodes import Episode
+
+Source = Union[str, os.PathLike, tfds.core.DatasetBuilder]
+
+
+def load_builder(source: Source, data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
+  """A prepared builder from a TFDS name ('magical_demos/move_to_region') or a dataset directory."""
+  if isinstance(source, tfds.core.DatasetBuilder):
+    return source
+  path = os.fspath(source)
+  if os.path.isdir(path):
+    try:
+      return tfds.builder_from_directory(_version_dir(path))
+    except errors.RLDSSuiteError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      raise errors.SchemaError(f'not a TFDS dataset directory: {e}', path=path) from e
+  try:
+    builder = tfds.builder(path, data_dir=data_dir)
+  except Exception as e:  # pylint: disable=broad-except
+    raise errors.SchemaError(f'no such registered dataset or directory: {e}', path=path) from e
+  if not builder.is_prepared():
+    raise errors.SchemaError(
+        f'dataset is not prepared in {builder.data_dir}; build it first (rlds-suite build or '
+        f'tfds build)', path=path)
+  return builder
+
+
+def _version_dir(path: str) -> str:
+  """The directory holding dataset_info.json: `path` itself or its newest version sub-directory."""
+  if tf.io.gfile.exists(os.path.join(path, 'dataset_info.json')):
+    return path
+  candidates = []
+  for root, _, files in tf.io.gfile.walk(path):
+    if 'dataset_info.json' in files:
+      candidates.append(root)
+  if not candidates:
+    raise errors.EmptyInputError('no dataset_info.json below this directory', path=path)
+  return sorted(candidates)[-1]
+
+
+def episodes(source: Source, split: Optional[str] = None,
+             data_dir: Optional[str] = None) -> tf.data.Dataset:
+  """The episodes of every split (or of `split`) as a tf.data.Dataset of RLDS episodes."""
+  builder = load_builder(source, data_dir)
+  if split is None:
+    split = '+'.join(sorted(builder.info.splits.keys()))
+  return builder.as_dataset(split=split)
+
+
+def numpy_episodes(dataset: tf.data.Dataset) -> Iterator[dict[str, Any]]:
+  """Episodes as numpy dicts whose 'steps' hold one array row per step."""
+
+  def batch_steps(episode):
+    steps = episode[fields.STEPS]
+    return {**episode, fields.STEPS: steps.batch(2**31 - 1).get_single_element()}
+
+  yield from tfds.as_numpy(dataset.map(batch_steps))
+
+
+def validate(source: Union[Source, tf.data.Dataset, Iterable[Episode | Mapping[str, Any]]],
+             split: Optional[str] = None, data_dir: Optional[str] = None) -> validation.ValidationReport:
+  """Validates episodes given as a name, a directory, a builder, a tf.data.Dataset or numpy episodes."""
+  if isinstance(source, tf.data.Dataset):
+    return validation.validate_episodes(numpy_episodes(source))
+  if isinstance(source, (str, os.PathLike, tfds.core.DatasetBuilder)):
+    builder = load_builder(source, data_dir)
+    name = builder.info.full_name
+    return validation.validate_episodes(numpy_episodes(episodes(builder, split)), name=name)
+  return validation.validate_episodes(source)

@@ -1,0 +1,315 @@
+"""The episode model: native per-episode arrays -> RLDS steps, and RLDS steps -> transitions.
+
+This module is the only place that knows episode-boundary rules.
+
+RLDS alignment (as RLDS/EnvLogger define it): step t holds observation o_t, the action a_t taken at
+it, the reward r_t that action earned and the discount d_t that came with it. When the observation
+after the last action is known, it becomes one extra last step whose action and reward are
+zero-filled placeholders.
+
+Endings:
+  * TERMINATED (the environment reached an absorbing state): the last step has `is_terminal=True`,
+    and the discount of the action that led there, and of the last step, is 0.
+  * TRUNCATED (time limit, end of a recording): the last step has `is_last=True` only; every
+    discount stays 1.
+
+Each native format declares how its rows map onto that model with a `BoundaryPolicy`; readers call
+`BoundaryPolicy.trajectory` and `to_episode` and never set boundary flags themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from rlds_suite import errors
+from rlds_suite import fields
+from rlds_suite import nested
+
+Nested = nested.Nested
+
+
+class Ending(enum.Enum):
+  TERMINATED = 'terminated'
+  TRUNCATED = 'truncated'
+
+
+@dataclasses.dataclass(frozen=True)
+class Trajectory:
+  """One episode in standard alignment: row t is (o_t, a_t, r_t earned by a_t).
+
+  `final_observation` is the observation after the last action, when the format kept it.
+  `step_metadata` leaves have one row per action; `metadata` is per episode.
+  """
+  observations: Nested
+  actions: Nested
+  rewards: np.ndarray
+  ending: Ending
+  final_observation: Optional[Nested] = None
+  step_metadata: Mapping[str, Nested] = dataclasses.field(default_factory=dict)
+  metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Episode:
+  """An RLDS episode: `steps` maps step field names to (nested) arrays with one row per step."""
+  steps: dict[str, Nested]
+  metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  @property
+  def num_steps(self) -> int:
+    return len(self.steps[fields.IS_FIRST])
+
+  @property
+  def num_transitions(self) -> int:
+    """Number of (o_t, a_t, r_t, o_t+1) transitions: every step but the last has a successor."""
+    return self.num_steps - 1
+
+  def as_example(self) -> dict[str, Any]:
+    """The TFDS example of this episode: {'steps': ..., **episode metadata}."""
+    return {fields.STEPS: self.steps, **self.metadata}
+
+
+class FinalObservation(enum.Enum):
+  """Where a native format keeps the observation that follows the last action."""
+  EXTRA_ROW = 'extra_row'  # T+1 observations, T actions and rewards (imitation, MAGICAL).
+  LAST_ROW = 'last_row'  # T+1 rows of every field; the last row's action is never taken (d4rl-pybullet).
+  NEXT_OBSERVATIONS = 'next_observations'  # T rows and a next_observations column (D4RL v2).
+  NOT_STORED = 'not_stored'  # T rows; the observation after the last action was not kept.
+
+
+class RewardTiming(enum.Enum):
+  EARNED = 'earned'  # row t holds the reward earned by row t's action.
+  ON_ARRIVAL = 'on_arrival'  # row t holds the reward received on arriving at row t's observation.
+
+
+class EndingRule(enum.Enum):
+  """How a format tells termination from truncation."""
+  TERMINAL_FLAG = 'terminal_flag'  # Terminated iff the native terminal flag is set.
+  ALWAYS_TRUNCATED = 'always_truncated'  # Episodes only end by a step budget (MAGICAL).
+  TIME_LIMIT = 'time_limit'  # One done flag for both: truncated iff the episode reached time_limit.
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundaryPolicy:
+  """A native format's declared episode-boundary semantics."""
+  final_observation: FinalObservation
+  reward_timing: RewardTiming = RewardTiming.EARNED
+  ending_rule: EndingRule = EndingRule.TERMINAL_FLAG
+  time_limit: Optional[int] = None
+
+  def __post_init__(self):
+    if (self.reward_timing is RewardTiming.ON_ARRIVAL and
+        self.final_observation is not FinalObservation.LAST_ROW):
+      raise ValueError('rewards on arrival are only defined for formats whose last row is final')
+    if (self.ending_rule is EndingRule.TIME_LIMIT) != (self.time_limit is not None):
+      raise ValueError('EndingRule.TIME_LIMIT needs time_limit, and only it uses one')
+
+  def ending(self, num_actions: int, terminal_flag: bool) -> Ending:
+    if self.ending_rule is EndingRule.ALWAYS_TRUNCATED:
+      return Ending.TRUNCATED
+    if self.ending_rule is EndingRule.TIME_LIMIT and num_actions >= self.time_limit:
+      return Ending.TRUNCATED
+    return Ending.TERMINATED if terminal_flag else Ending.TRUNCATED
+
+  def trajectory(self,
+                 observations: Nested,
+                 actions: Nested,
+                 rewards: np.ndarray,
+                 *,
+                 terminal_flag: bool = False,
+                 next_observations: Optional[Nested] = None,
+                 step_metadata: Optional[Mapping[str, Nested]] = None,
+                 metadata: Optional[Mapping[str, Any]] = None) -> Trajectory:
+    """Native rows of one episode -> a Trajectory in standard alignment.
+
+    `terminal_flag` is the format's own end-of-episode terminal flag for this episode (False for
+    rows that stop without one, e.g. the unfinished tail of a file). `step_metadata` has the same
+    rows as `actions`. Raises EpisodeBoundaryError when row counts do not fit the declared layout.
+    """
+    observations, actions = nested.as_arrays(observations), nested.as_arrays(actions)
+    rewards = np.asarray(rewards)
+    step_metadata = nested.as_arrays(dict(step_metadata or {}))
+    n_obs = _length(observations, fields.OBSERVATION)
+    n_act = _length(actions, fields.ACTION)
+    n_rew = _length(rewards, fields.REWARD)
+    layout = self.final_observation
+    final = None
+    if layout is FinalObservation.EXTRA_ROW:
+      _expect(n_obs == n_act + 1, fields.OBSERVATION,
+              f'expected one more observation than actions, got {n_obs} and {n_act}')
+      _expect(n_rew == n_act, fields.REWARD, f'expected {n_act} rewards, got {n_rew}')
+      final = nested.row(observations, -1)
+      observations = nested.take_rows(observations, slice(0, n_act))
+    elif layout is FinalObservation.LAST_ROW:
+      _expect(n_obs == n_act == n_rew, fields.ACTION,
+              f'expected equal row counts, got {n_obs} observations, {n_act} actions, {n_rew} rewards')
+      final = nested.row(observations, -1)
+      observations = nested.take_rows(observations, slice(0, n_obs - 1))
+      actions = nested.take_rows(actions, slice(0, n_act - 1))
+      step_metadata = nested.take_rows(step_metadata, slice(0, n_act - 1))
+      rewards = rewards[1:] if self.reward_timing is RewardTiming.ON_ARRIVAL else rewards[:-1]
+      n_act -= 1
+    else:
+      _expect(n_obs == n_act == n_rew, fields.ACTION,
+              f'expected equal row counts, got {n_obs} observations, {n_act} actions, {n_rew} rewards')
+      if layout is FinalObservation.NEXT_OBSERVATIONS:
+        if next_observations is None:
+          raise errors.SchemaError('format declares next_observations but none were given',
+                                   field='next_observations')
+        next_observations = nested.as_arrays(next_observations)
+        _expect(_length(next_observations, 'next_observations') == n_act, 'next_observations',
+                f'expected {n_act} rows')
+        final = nested.row(next_observations, -1)
+    if step_metadata:
+      _expect(_length(step_metadata, 'step_metadata') == n_act, 'step_metadata',
+              f'expected {n_act} rows (one per action)')
+    return Trajectory(
+        observations=observations,
+        actions=actions,
+        rewards=rewards,
+        ending=self.ending(n_act, terminal_flag),
+        final_observation=final,
+        step_metadata=step_metadata,
+        metadata=dict(metadata or {}))
+
+
+def to_episode(trajectory: Trajectory) -> Episode:
+  """A Trajectory -> RLDS steps with is_first/is_last/is_terminal and discounts set by its ending."""
+  num_actions = _length(trajectory.actions, fields.ACTION)
+  _expect(num_actions >= 1, fields.ACTION, 'an episode needs at least one action')
+  _expect(_length(trajectory.observations, fields.OBSERVATION) == num_actions, fields.OBSERVATION,
+          f'expected {num_actions} observations (one per action)')
+  rewards = np.asarray(trajectory.rewards)
+  _expect(len(rewards) == num_actions, fields.REWARD, f'expected {num_actions} rewards')
+  _check_finite(rewards, fields.REWARD)
+
+  observations, actions = trajectory.observations, trajectory.actions
+  step_metadata = dict(trajectory.step_metadata)
+  if trajectory.final_observation is not None:
+    observations = nested.append_row(observations, trajectory.final_observation)
+    actions = nested.append_row(actions, nested.zeros_row(actions))
+    rewards = nested.append_row(rewards, nested.zeros_row(rewards))
+    step_metadata = nested.append_row(step_metadata, nested.zeros_row(step_metadata))
+  num_steps = num_actions + (trajectory.final_observation is not None)
+
+  terminated = trajectory.ending is Ending.TERMINATED
+  is_first = np.zeros(num_steps, dtype=bool)
+  is_first[0] = True
+  is_last = np.zeros(num_steps, dtype=bool)
+  is_last[-1] = True
+  is_terminal = np.zeros(num_steps, dtype=bool)
+  is_terminal[-1] = terminated
+  discount = np.ones(num_steps, dtype=np.float32)
+  if terminated:
+    discount[num_actions - 1] = 0.0  # The action that reached the absorbing state.
+    discount[-1] = 0.0
+  steps = {
+      fields.OBSERVATION: observations,
+      fields.ACTION: actions,
+      fields.REWARD: rewards,
+      fields.DISCOUNT: discount,
+      fields.IS_FIRST: is_first,
+      fields.IS_LAST: is_last,
+      fields.IS_TERMINAL: is_terminal,
+      **step_metadata,
+  }
+  return Episode(steps=steps, metadata=dict(trajectory.metadata))
+
+
+def episode_ends(terminals: np.ndarray,
+                 timeouts: Optional[np.ndarray] = None,
+                 time_limit: Optional[int] = None) -> np.ndarray:
+  """Rows that close an episode in a flat table: terminal or timeout rows, or every `time_limit`-th
+  row of a run without either (for files that never recorded timeouts)."""
+  terminals = np.asarray(terminals, dtype=bool).reshape(-1)
+  ends = terminals.copy()
+  if timeouts is not None:
+    ends |= np.asarray(timeouts, dtype=bool).reshape(-1)
+  if time_limit is not None:
+    rows = np.arange(len(ends))
+    # Start row of the run each row belongs to: one past the latest end before it.
+    previous_end = np.maximum.accumulate(np.where(ends, rows, -1))
+    run_start = np.concatenate([[0], previous_end[:-1] + 1])
+    # Time-limit cuts count from the start of each run between recorded ends.
+    ends |= (rows - run_start + 1) % time_limit == 0
+  return ends
+
+
+def split_rows(ends: np.ndarray) -> list[slice]:
+  """Partition N rows into episodes: each True row closes one; rows after the last end form a final,
+  unfinished episode. Every row belongs to exactly one episode."""
+  ends = np.asarray(ends, dtype=bool).reshape(-1)
+  stops = np.flatnonzero(ends) + 1
+  starts = np.concatenate([[0], stops])
+  if len(stops) == 0 or stops[-1] != len(ends):
+    stops = np.concatenate([stops, [len(ends)]])
+  return [slice(int(a), int(b)) for a, b in zip(starts, stops) if b > a]
+
+
+def to_transitions(steps: Mapping[str, Nested]) -> dict[str, Nested]:
+  """RLDS steps of one episode -> transitions (o_t, a_t, r_t, d_t, o_t+1, is_terminal_t+1).
+
+  Transitions never cross an episode. The last step has no successor and starts none; for formats
+  that did not keep the final observation, its action and reward therefore only appear as a step.
+  """
+  num = len(steps[fields.IS_FIRST]) - 1
+  head = slice(0, num)
+  return {
+      fields.OBSERVATION: nested.take_rows(steps[fields.OBSERVATION], head),
+      fields.ACTION: nested.take_rows(steps[fields.ACTION], head),
+      fields.REWARD: np.asarray(steps[fields.REWARD])[head],
+      fields.DISCOUNT: np.asarray(steps[fields.DISCOUNT])[head],
+      fields.NEXT_OBSERVATION: nested.take_rows(steps[fields.OBSERVATION], slice(1, num + 1)),
+      fields.IS_TERMINAL: np.asarray(steps[fields.IS_TERMINAL])[1:num + 1],
+  }
+
+
+def to_il_representations_dict(episodes: Iterable[Episode | Mapping[str, Any]]) -> dict[str, Nested]:
+  """RLDS episodes -> il-representations' dict {obs, next_obs, acts, dones, rews}.
+
+  N rows = the sum of episode lengths (transitions); `next_obs` never crosses an episode; `dones`
+  is True exactly on each episode's last transition.
+  """
+  parts = []
+  for episode in episodes:
+    steps = episode.steps if isinstance(episode, Episode) else episode[fields.STEPS]
+    transitions = to_transitions(steps)
+    num = len(transitions[fields.REWARD])
+    if num == 0:
+      continue
+    dones = np.zeros(num, dtype=bool)
+    dones[-1] = True
+    parts.append({
+        'obs': transitions[fields.OBSERVATION],
+        'next_obs': transitions[fields.NEXT_OBSERVATION],
+        'acts': transitions[fields.ACTION],
+        'dones': dones,
+        'rews': transitions[fields.REWARD],
+    })
+  if not parts:
+    raise errors.EmptyInputError('no episode has a transition')
+  return nested.concat_rows(parts)
+
+
+def _length(structure: Nested, field: str) -> int:
+  try:
+    return nested.leading_length(structure)
+  except (ValueError, TypeError) as e:
+    raise errors.EpisodeBoundaryError(str(e), field=field) from None
+
+
+def _expect(condition: bool, field: str, problem: str) -> None:
+  if not condition:
+    raise errors.EpisodeBoundaryError(problem, field=field)
+
+
+def _check_finite(values: np.ndarray, field: str) -> None:
+  if np.issubdtype(values.dtype, np.number) and not np.all(np.isfinite(values)):
+    bad = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
+    raise errors.InvalidValueError(
+        f'non-finite values at steps {bad[:10].tolist()}{" ..." if len(bad) > 10 else ""}',
+        field=field)

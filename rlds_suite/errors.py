@@ -1,0 +1,76 @@
+"""Typed errors of rlds_suite. Each names the file (or dataset), the field and what was wrong."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator, Optional, Union
+
+PathLike = Union[str, os.PathLike]
+
+
+class RLDSSuiteError(Exception):
+  """Base class of every error rlds_suite raises on purpose."""
+
+  def __init__(self, problem: str, *, path: Optional[PathLike] = None,
+               field: Optional[str] = None):
+    self.problem = problem
+    self.path = None if path is None else os.fspath(path)
+    self.field = field
+    where = ': '.join(part for part in (self.path, field) if part)
+    super().__init__(f'{where}: {problem}' if where else problem)
+
+  def at(self, path: PathLike) -> 'RLDSSuiteError':
+    """Returns the same error, located in `path` (for errors raised below the file level)."""
+    return type(self)(self.problem, path=path, field=self.field)
+
+
+class NativeFormatError(RLDSSuiteError, ValueError):
+  """A native dataset file cannot be read as the format it claims to be."""
+
+
+class CorruptFileError(NativeFormatError):
+  """The file is truncated or its compression/container is damaged."""
+
+
+class SchemaError(NativeFormatError):
+  """The file is readable but lacks a field, or a field has the wrong type or shape."""
+
+
+class EpisodeBoundaryError(NativeFormatError):
+  """Arrays of one episode disagree in length, or episode-end flags are inconsistent."""
+
+
+class InvalidValueError(NativeFormatError):
+  """A value is not allowed, e.g. a NaN or infinite reward."""
+
+
+class UnsafePickleError(NativeFormatError):
+  """A pickle refers to a global that the restricted unpickler does not allow."""
+
+
+class EmptyInputError(NativeFormatError):
+  """No input files were found where data was expected."""
+
+
+class ValidationError(RLDSSuiteError, ValueError):
+  """An RLDS dataset violates the episode invariants (see rlds_suite.validation)."""
+
+
+class SpecMismatchError(RLDSSuiteError, ValueError):
+  """Datasets or steps disagree on observation/action specs."""
+
+
+class MissingDependencyError(RLDSSuiteError, ImportError):
+  """An optional dependency is needed for this feature and is not installed."""
+
+
+@contextlib.contextmanager
+def located(path: PathLike) -> Iterator[None]:
+  """Attributes rlds_suite errors raised inside the block to `path` when they name no file yet."""
+  try:
+    yield
+  except RLDSSuiteError as e:
+    if e.path is None:
+      raise e.at(path) from e
+    raise

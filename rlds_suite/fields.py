@@ -1,0 +1,17 @@
+"""RLDS field names, in one place. Values match rlds.rlds_types (checked by tests/test_fields.py)."""
+
+STEPS = 'steps'
+OBSERVATION = 'observation'
+ACTION = 'action'
+REWARD = 'reward'
+DISCOUNT = 'discount'
+IS_FIRST = 'is_first'
+IS_LAST = 'is_last'
+IS_TERMINAL = 'is_terminal'
+
+BOUNDARY_FIELDS = (IS_FIRST, IS_LAST, IS_TERMINAL)
+CORE_STEP_FIELDS = (OBSERVATION, ACTION, REWARD, DISCOUNT) + BOUNDARY_FIELDS
+
+# Transition view (rlds_suite.episodes.to_transitions, streams).
+NEXT_OBSERVATION = 'next_observation'
+TRANSITION_FIELDS = (OBSERVATION, ACTION, REWARD, DISCOUNT, NEXT_OBSERVATION, IS_TERMINAL)

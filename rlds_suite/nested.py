@@ -1,0 +1,72 @@
+"""Row operations on nested numpy structures (an array, or dicts/tuples of arrays sharing a leading axis)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import tree
+
+Nested = Any
+
+
+def map_arrays(fn: Callable[..., Any], *structures: Nested) -> Nested:
+  return tree.map_structure(fn, *structures)
+
+
+def leaves(structure: Nested) -> list:
+  return tree.flatten(structure)
+
+
+def leading_length(structure: Nested) -> int:
+  """Common length of the leading axis of every leaf; ValueError when leaves disagree."""
+  lengths = {len(leaf) for leaf in tree.flatten(structure)}
+  if len(lengths) != 1:
+    raise ValueError(f'leaves have different leading lengths {sorted(lengths)}')
+  return lengths.pop()
+
+
+def as_arrays(structure: Nested) -> Nested:
+  return tree.map_structure(np.asarray, structure)
+
+
+def take_rows(structure: Nested, rows: slice | np.ndarray) -> Nested:
+  return tree.map_structure(lambda a: a[rows], structure)
+
+
+def row(structure: Nested, index: int) -> Nested:
+  return tree.map_structure(lambda a: a[index], structure)
+
+
+def zeros_row(structure: Nested) -> Nested:
+  """A zero-filled row with the dtype and row shape of each leaf."""
+  return tree.map_structure(lambda a: np.zeros(a.shape[1:], dtype=a.dtype), structure)
+
+
+def append_row(structure: Nested, new_row: Nested) -> Nested:
+  return tree.map_structure(
+      lambda a, r: np.concatenate([a, np.asarray(r, dtype=a.dtype)[None]], axis=0), structure,
+      new_row)
+
+
+def concat_rows(structures: Sequence[Nested]) -> Nested:
+  return tree.map_structure(lambda *parts: np.concatenate(parts, axis=0), *structures)
+
+
+def stack_rows(rows: Sequence[Nested]) -> Nested:
+  """List of per-step structures -> one structure of stacked arrays."""
+  return tree.map_structure(lambda *parts: np.stack(parts, axis=0), *rows)
+
+
+def spec_of(structure: Nested) -> Nested:
+  """(row shape, dtype) of each leaf: what a step of this structure looks like."""
+  return tree.map_structure(lambda a: (tuple(a.shape[1:]), np.dtype(a.dtype)), structure)
+
+
+def flatten_with_paths(structure: Nested) -> list[tuple[str, Any]]:
+  return [('/'.join(str(p) for p in path), leaf)
+          for path, leaf in tree.flatten_with_path(structure)]
+
+
+def is_mapping(value: Any) -> bool:
+  return isinstance(value, Mapping)
