@@ -7,6 +7,7 @@ subprocess, builtins.eval, ...) raises UnsafePickleError before anything is call
 
 from __future__ import annotations
 
+import codecs
 import collections
 import copyreg
 import dataclasses
@@ -97,6 +98,7 @@ _PLAIN_GLOBALS: dict[tuple[str, str], Any] = {
     ('builtins', 'object'): object,
     ('copyreg', '_reconstructor'): copyreg._reconstructor,
     ('copyreg', '__newobj__'): copyreg.__newobj__,
+    ('_codecs', 'encode'): codecs.encode,  # Protocol 2 stores bytes as encode(str, 'latin1').
 }
 
 
@@ -106,6 +108,9 @@ def _plain_global(module: str, name: str) -> Any:
                                                                                  'scalar'):
     from numpy._core import multiarray  # pylint: disable=g-import-not-at-top
     return getattr(multiarray, name)
+  if module in ('numpy.core.numeric', 'numpy._core.numeric') and name == '_frombuffer':
+    from numpy._core import numeric  # pylint: disable=g-import-not-at-top
+    return numeric._frombuffer  # Protocol 5 arrays.  # pylint: disable=protected-access
   if module == 'numpy.dtypes' and name.endswith('DType'):
     return getattr(np.dtypes, name, None)
   return _PLAIN_GLOBALS.get((module, name))

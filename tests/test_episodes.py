@@ -1,0 +1,173 @@
+"""The episode model: boundary rules, native layouts, and exact round trips to transitions/dicts."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlds_suite import errors
+from rlds_suite import fields
+from rlds_suite import episodes
+from rlds_suite import validation
+from rlds_suite.episodes import (BoundaryPolicy, EndingRule, Ending, FinalObservation,
+                                 RewardTiming)
+
+EXTRA_ROW = BoundaryPolicy(FinalObservation.EXTRA_ROW)
+
+
+def _native_episode(rng, length, dict_obs):
+  """T+1 observations (vector or dict with an image), T actions and rewards."""
+  if dict_obs:
+    obs = {'image': rng.integers(0, 255, (length + 1, 4, 4, 3), dtype=np.uint8),
+           'state': rng.normal(size=(length + 1, 2)).astype(np.float32)}
+  else:
+    obs = rng.normal(size=(length + 1, 3)).astype(np.float32)
+  acts = rng.integers(0, 5, length).astype(np.int64)
+  rews = rng.normal(size=length)
+  return obs, acts, rews
+
+
+def test_terminated_episode_flags_and_discounts():
+  obs = np.arange(4, dtype=np.float32)[:, None]  # o0..o3: three actions, final obs o3.
+  trajectory = EXTRA_ROW.trajectory(obs, np.array([1, 2, 3]), np.array([.5, .25, 1.]),
+                                    terminal_flag=True)
+  episode = episodes.to_episode(trajectory)
+  steps = episode.steps
+  np.testing.assert_array_equal(steps[fields.OBSERVATION][:, 0], [0, 1, 2, 3])
+  np.testing.assert_array_equal(steps[fields.ACTION], [1, 2, 3, 0])
+  np.testing.assert_array_equal(steps[fields.REWARD], [.5, .25, 1., 0.])
+  np.testing.assert_array_equal(steps[fields.DISCOUNT], [1, 1, 0, 0])
+  np.testing.assert_array_equal(steps[fields.IS_FIRST], [True, False, False, False])
+  np.testing.assert_array_equal(steps[fields.IS_LAST], [False, False, False, True])
+  np.testing.assert_array_equal(steps[fields.IS_TERMINAL], [False, False, False, True])
+
+
+def test_truncated_episode_sets_is_last_only():
+  trajectory = EXTRA_ROW.trajectory(np.zeros((3, 1)), np.array([1, 2]), np.array([1., 1.]),
+                                    terminal_flag=False)
+  steps = episodes.to_episode(trajectory).steps
+  np.testing.assert_array_equal(steps[fields.DISCOUNT], [1, 1, 1])
+  np.testing.assert_array_equal(steps[fields.IS_LAST], [False, False, True])
+  assert not steps[fields.IS_TERMINAL].any()
+
+
+def test_not_stored_final_observation_keeps_last_real_step():
+  policy = BoundaryPolicy(FinalObservation.NOT_STORED)
+  trajectory = policy.trajectory(np.arange(3.)[:, None], np.array([7, 8, 9]), np.array([1., 2., 3.]),
+                                 terminal_flag=True)
+  steps = episodes.to_episode(trajectory).steps
+  assert len(steps[fields.REWARD]) == 3  # No invented final observation.
+  np.testing.assert_array_equal(steps[fields.ACTION], [7, 8, 9])
+  np.testing.assert_array_equal(steps[fields.DISCOUNT], [1, 1, 0])
+  np.testing.assert_array_equal(steps[fields.IS_TERMINAL], [False, False, True])
+
+
+def test_next_observations_give_final_step():
+  policy = BoundaryPolicy(FinalObservation.NEXT_OBSERVATIONS)
+  obs = np.array([[0.], [1.]])
+  trajectory = policy.trajectory(obs, np.array([5, 6]), np.array([1., 1.]),
+                                 next_observations=np.array([[1.], [2.]]))
+  steps = episodes.to_episode(trajectory).steps
+  np.testing.assert_array_equal(steps[fields.OBSERVATION][:, 0], [0, 1, 2])
+  assert trajectory.ending is Ending.TRUNCATED
+
+
+def test_on_arrival_rewards_and_time_limit():
+  """d4rl-pybullet: row t holds the reward for arriving at o_t and the last row is final."""
+  policy = BoundaryPolicy(FinalObservation.LAST_ROW, RewardTiming.ON_ARRIVAL,
+                          EndingRule.TIME_LIMIT, time_limit=3)
+  obs = np.arange(4.)[:, None]
+  rows = dict(observations=obs, actions=np.array([1, 2, 3, 0]), rewards=np.array([0., 10., 20., 30.]))
+  at_limit = policy.trajectory(**rows, terminal_flag=True)
+  assert at_limit.ending is Ending.TRUNCATED
+  np.testing.assert_array_equal(at_limit.rewards, [10., 20., 30.])
+  np.testing.assert_array_equal(at_limit.actions, [1, 2, 3])
+  np.testing.assert_array_equal(at_limit.final_observation, [3.])
+  short = policy.trajectory(obs[:3], np.array([1, 2, 0]), np.array([0., 10., 20.]),
+                            terminal_flag=True)
+  assert short.ending is Ending.TERMINATED
+
+
+def test_magical_rule_is_always_truncated():
+  policy = BoundaryPolicy(FinalObservation.EXTRA_ROW, ending_rule=EndingRule.ALWAYS_TRUNCATED)
+  assert policy.ending(5, terminal_flag=True) is Ending.TRUNCATED
+
+
+@pytest.mark.parametrize('obs_rows, acts, rews, field', [
+    (3, 3, 3, fields.OBSERVATION),  # EXTRA_ROW needs T+1 observations.
+    (4, 3, 2, fields.REWARD),
+])
+def test_length_mismatch_is_typed_error(obs_rows, acts, rews, field):
+  with pytest.raises(errors.EpisodeBoundaryError) as info:
+    EXTRA_ROW.trajectory(np.zeros((obs_rows, 1)), np.zeros(acts), np.zeros(rews))
+  assert info.value.field == field
+
+
+def test_nan_reward_is_typed_error():
+  trajectory = EXTRA_ROW.trajectory(np.zeros((3, 1)), np.zeros(2), np.array([0., np.nan]))
+  with pytest.raises(errors.InvalidValueError, match=r'steps \[1\]'):
+    episodes.to_episode(trajectory)
+
+
+def test_episode_without_actions_is_refused():
+  with pytest.raises(errors.EpisodeBoundaryError):
+    episodes.to_episode(EXTRA_ROW.trajectory(np.zeros((1, 1)), np.zeros(0), np.zeros(0)))
+
+
+def test_episode_ends_and_split_rows_partition_every_row():
+  terminals = np.array([0, 0, 1, 0, 0, 0, 0, 0], bool)
+  timeouts = np.array([0, 0, 0, 0, 1, 0, 0, 0], bool)
+  ends = episodes.episode_ends(terminals, timeouts)
+  assert [(s.start, s.stop) for s in episodes.split_rows(ends)] == [(0, 3), (3, 5), (5, 8)]
+  # Without timeouts, a time limit cuts each run between terminals from that run's start.
+  ends = episodes.episode_ends(np.array([0, 1, 0, 0, 0, 0, 0], bool), time_limit=2)
+  assert [(s.start, s.stop) for s in episodes.split_rows(ends)] == [(0, 2), (2, 4), (4, 6), (6, 7)]
+
+
+def test_to_transitions_never_cross_and_keep_termination():
+  trajectory = EXTRA_ROW.trajectory(np.arange(3.)[:, None], np.array([1, 2]), np.array([.1, .2]),
+                                    terminal_flag=True)
+  transitions = episodes.to_transitions(episodes.to_episode(trajectory).steps)
+  np.testing.assert_array_equal(transitions[fields.NEXT_OBSERVATION][:, 0], [1, 2])
+  np.testing.assert_array_equal(transitions[fields.IS_TERMINAL], [False, True])
+  np.testing.assert_array_equal(transitions[fields.DISCOUNT], [1, 0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(1, 6), min_size=1, max_size=5),
+       terminal=st.lists(st.booleans(), min_size=5, max_size=5),
+       dict_obs=st.booleans(), seed=st.integers(0, 2**16))
+def test_round_trip_native_to_rlds_to_dict_is_exact(lengths, terminal, dict_obs, seed):
+  rng = np.random.default_rng(seed)
+  natives = [_native_episode(rng, n, dict_obs) for n in lengths]
+  eps = [episodes.to_episode(EXTRA_ROW.trajectory(o, a, r, terminal_flag=terminal[i]))
+         for i, (o, a, r) in enumerate(natives)]
+  report = validation.validate_episodes(eps)
+  assert report.ok, report.violations
+  assert report.num_steps == sum(lengths) + len(lengths)
+
+  data = episodes.to_il_representations_dict(eps)
+  assert len(data['dones']) == sum(lengths)
+  ends = np.cumsum(lengths) - 1
+  np.testing.assert_array_equal(np.flatnonzero(data['dones']), ends)
+  starts = np.concatenate([[0], ends[:-1] + 1])
+  for (o, a, r), start, n in zip(natives, starts, lengths):
+    rows = slice(start, start + n)
+    np.testing.assert_array_equal(data['acts'][rows], a)
+    np.testing.assert_array_equal(data['rews'][rows], r)
+    if dict_obs:
+      for key in o:
+        np.testing.assert_array_equal(data['obs'][key][rows], o[key][:-1])
+        np.testing.assert_array_equal(data['next_obs'][key][rows], o[key][1:])
+    else:
+      np.testing.assert_array_equal(data['obs'][rows], o[:-1])
+      np.testing.assert_array_equal(data['next_obs'][rows], o[1:])
+
+  for episode, (o, a, r), was_terminal in zip(eps, natives, terminal):
+    transitions = episodes.to_transitions(episode.steps)
+    np.testing.assert_array_equal(transitions[fields.ACTION], a)
+    np.testing.assert_array_equal(transitions[fields.REWARD], r)
+    expected_terminal = np.zeros(len(a), bool)
+    expected_terminal[-1] = was_terminal
+    np.testing.assert_array_equal(transitions[fields.IS_TERMINAL], expected_terminal)
+    np.testing.assert_array_equal(transitions[fields.DISCOUNT], 1.0 - expected_terminal)
