@@ -4,3 +4,4 @@ Importing this package registers every builder with TFDS.
 """
 
 from rlds_suite.builders.magical_demos import magical_demos_dataset_builder
+from rlds_suite.builders.imitation_rollouts import imitation_rollouts_dataset_builder
