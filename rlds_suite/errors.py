@@ -61,6 +61,10 @@ class SpecMismatchError(RLDSSuiteError, ValueError):
   """Datasets or steps disagree on observation/action specs."""
 
 
+class UnresolvedDatasetError(RLDSSuiteError, LookupError):
+  """A dataset_configs entry names no registered dataset (rlds_suite.streams.catalog)."""
+
+
 class MissingDependencyError(RLDSSuiteError, ImportError):
   """An optional dependency is needed for this feature and is not installed."""
 
