@@ -26,8 +26,10 @@ def _snake(name: str) -> str:
 class Builder(tfds.core.GeneratorBasedBuilder):
   """MAGICAL reference demos (qxcv/magical-data)."""
 
-  # README/CITATIONS sit beside this file, also when installed as rlds_suite.builders.
-  pkg_dir_path = epath.Path(__file__).parent
+  # This folder is installed as rlds_suite.builders.magical_demos; TFDS's module-based lookup of the
+  # builder's folder (README, CITATIONS, checksums, dummy_data) misses it in editable installs.
+  code_path = epath.Path(__file__)
+  pkg_dir_path = code_path.parent
   VERSION = tfds.core.Version('1.0.0')
   RELEASE_NOTES = {'1.0.0': 'Initial release.'}
   BUILDER_CONFIGS = [
