@@ -39,6 +39,16 @@ def load_builder(source: Source, data_dir: Optional[str] = None) -> tfds.core.Da
   return builder
 
 
+def build(name: str, manual_dir: Optional[str] = None,
+          data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
+  """Prepares the registered dataset `name` ('builder/config'), reading native files from
+  `manual_dir`. A failed build leaves only TFDS's `incomplete.*` directory behind."""
+  builder = tfds.builder(name, data_dir=data_dir)
+  builder.download_and_prepare(
+      download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+  return builder
+
+
 def _version_dir(path: str) -> str:
   """The directory holding dataset_info.json: `path` itself or its newest version sub-directory."""
   if tf.io.gfile.exists(os.path.join(path, 'dataset_info.json')):

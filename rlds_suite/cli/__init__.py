@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 from rlds_suite import errors
 
 # Command modules under rlds_suite.cli, in the order `--help` lists them.
-COMMAND_MODULES = ('validate',)
+COMMAND_MODULES = ('demo', 'build', 'validate')
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -30,6 +30,8 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   args = make_parser().parse_args(argv)
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  tfds.disable_progress_bar()
   try:
     return int(args.func(args) or 0)
   except errors.RLDSSuiteError as e:

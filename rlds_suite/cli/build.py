@@ -1,0 +1,23 @@
+"""`rlds-suite build NAME --manual_dir DIR`: convert native files into an RLDS dataset, validate it."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+  parser = subparsers.add_parser('build', help='Build a registered dataset from native files.')
+  parser.add_argument('name', help='registered TFDS name, e.g. magical_demos/move_to_region')
+  parser.add_argument('--manual_dir', default=None, help='directory with the native files')
+  parser.add_argument('--data_dir', default=None, help='TFDS data_dir to write to')
+  parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+  from rlds_suite import datasets  # pylint: disable=g-import-not-at-top
+  builder = datasets.build(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir)
+  report = datasets.validate(builder)
+  for violation in report.violations:
+    print(violation)
+  print(json.dumps({'data_dir': str(builder.data_dir), **report.summary()}, indent=2))
+  return 0 if report.ok else 1
