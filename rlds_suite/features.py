@@ -39,6 +39,13 @@ def scalar(dtype: Any, doc: str = '') -> tfds.features.Scalar:
   return tfds.features.Scalar(dtype=np.dtype(dtype), doc=doc)
 
 
+def exact_tensor(shape: Sequence[Optional[int]], dtype: Any, doc: str = '') -> tfds.features.Tensor:
+  """A tensor stored as raw bytes. Plain (unencoded) float64 tensors lose precision: TFDS writes them
+  to tf.train.Example's float_list, which holds float32."""
+  return tfds.features.Tensor(shape=tuple(shape), dtype=np.dtype(dtype),
+                              encoding=tfds.features.Encoding.BYTES, doc=doc)
+
+
 def text(doc: str = '') -> tfds.features.Text:
   return tfds.features.Text(doc=doc)
 

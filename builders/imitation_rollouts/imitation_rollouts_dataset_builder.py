@@ -22,8 +22,10 @@ class ImitationConfig(tfds.core.BuilderConfig):
 class Builder(tfds.core.GeneratorBasedBuilder):
   """imitation rollouts (npz of `types.save`, or the older pickle of TrajectoryWithRew)."""
 
-  # README/CITATIONS sit beside this file, also when installed as rlds_suite.builders.
-  pkg_dir_path = epath.Path(__file__).parent
+  # This folder is installed as rlds_suite.builders.imitation_rollouts; TFDS's module-based lookup
+  # of the builder's folder (README, CITATIONS, dummy_data) misses it in editable installs.
+  code_path = epath.Path(__file__)
+  pkg_dir_path = code_path.parent
   VERSION = tfds.core.Version('1.0.0')
   RELEASE_NOTES = {'1.0.0': 'Initial release.'}
   BUILDER_CONFIGS = [
@@ -54,8 +56,9 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                                         doc=f'{layout.env_id} observation.'),
             action=features.tensor(layout.action_shape, layout.action_dtype,
                                    doc=f'{layout.env_id} action; 0 on the final step.'),
-            reward=features.scalar(layout.reward_dtype,
-                                   doc='Reward earned by the action; 0 when has_rewards is False.'),
+            # Exact: imitation stores float64 rewards.
+            reward=features.exact_tensor((), layout.reward_dtype,
+                                         doc='Reward earned by the action; 0 when has_rewards is False.'),
             step_metadata=step_metadata,
             episode_metadata={
                 'source_file': features.text(doc='Rollout file name.'),
