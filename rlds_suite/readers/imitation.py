@@ -105,7 +105,12 @@ def rollout_paths(directory: errors.PathLike, layout: Layout) -> list[pathlib.Pa
 def read_rollouts(path: errors.PathLike, layout: Layout) -> list[Trajectory]:
   """One rollout file (.npz or .pkl) -> Trajectories in standard alignment, in file order."""
   path = pathlib.Path(path)
-  native = split_npz(files.load_npz(path)) if path.suffix == '.npz' else load_pickle(path)
+  if path.suffix == '.npz':
+    data = files.load_npz(path)
+    with errors.located(path):
+      native = split_npz(data)
+  else:
+    native = load_pickle(path)
   with errors.located(path):
     if not native:
       raise errors.EmptyInputError('the file holds no trajectory')
@@ -223,11 +228,11 @@ def _to_trajectory(index: int, native: NativeTrajectory, layout: Layout, file_na
 
 
 def _declared(array: np.ndarray, row_shape: tuple[int, ...], dtype: Any, field: str,
-              where: str) -> np.ndarray:
+              where: str, casting: str = 'safe') -> np.ndarray:
   """`array` as the declared dtype; SchemaError when its rows have another shape or it cannot
-  be cast without loss."""
+  be cast under `casting` (by default, without loss)."""
   array, dtype = np.asarray(array), np.dtype(dtype)
-  if array.shape[1:] != tuple(row_shape) or not np.can_cast(array.dtype, dtype, 'safe'):
+  if array.shape[1:] != tuple(row_shape) or not np.can_cast(array.dtype, dtype, casting):
     raise errors.SchemaError(
         f'{where}: expected rows of {dtype.name}{list(row_shape)}, got '
         f'{array.dtype.name}{list(array.shape[1:])}', field=field)
@@ -244,5 +249,6 @@ def _info_columns(infos: Sequence[Mapping[str, Any]], layout: Layout, where: str
       raise errors.SchemaError(f'{where}: declared info key {key!r} missing at steps '
                                f'{missing[:10]}', field=f'infos/{key}')
     values = np.asarray([info[key] for info in infos])
-    columns[key] = _declared(values, shape, dtype, f'infos/{key}', where)
+    # Info values are mostly Python numbers (float64/int64 to numpy): keep their kind, not width.
+    columns[key] = _declared(values, shape, dtype, f'infos/{key}', where, casting='same_kind')
   return columns
