@@ -1,0 +1,69 @@
+"""The command lines: `rlds-suite build/validate/demo` and the standard `tfds build` on our folders."""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+
+from rlds_suite import cli
+from rlds_suite import episodes
+from rlds_suite import features
+from rlds_suite import fields
+from rlds_suite import writing
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DUMMY = REPO / 'builders' / 'magical_demos' / 'dummy_data'
+QUIET = {**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}
+
+
+def _last_json(text: str) -> dict:
+  return json.loads(text[text.index('{'):])
+
+
+def test_build_then_validate_directory(tmp_path, capsys):
+  assert cli.main(['build', 'magical_demos/move_to_corner', '--manual_dir', str(DUMMY),
+                   '--data_dir', str(tmp_path)]) == 0
+  built = _last_json(capsys.readouterr().out)
+  assert (built['episodes'], built['steps'], built['valid']) == (2, 6, True)
+  assert cli.main(['validate', built['data_dir']]) == 0
+  assert _last_json(capsys.readouterr().out)['steps'] == 6
+
+
+def test_validate_reports_violations_and_fails(tmp_path, capsys):
+  good = episodes.to_episode(episodes.BoundaryPolicy(episodes.FinalObservation.EXTRA_ROW).trajectory(
+      np.zeros((3, 2), np.float32), np.zeros(2, np.int64), np.zeros(2, np.float32)))
+  steps = dict(good.steps)
+  steps[fields.IS_LAST] = np.array([True, False, True])
+  bad = episodes.Episode(steps=steps)
+  features = features.rlds_features(
+      observation=features.tensor((2,), np.float32),
+      action=features.scalar(np.int64))
+  directory = writing.write_episodes([good, bad], features=features, data_dir=str(tmp_path),
+                                     name='broken')
+  assert cli.main(['validate', str(directory)]) == 1
+  out = capsys.readouterr().out
+  assert 'episode 1, step 0: is_last: is_last set before the final step' in out
+
+
+def test_typed_errors_exit_2_with_message(tmp_path, capsys):
+  assert cli.main(['build', 'magical_demos/move_to_corner', '--manual_dir', str(tmp_path),
+                   '--data_dir', str(tmp_path / 'out')]) == 2
+  assert f'EmptyInputError: {tmp_path}' in capsys.readouterr().err
+
+
+def test_tfds_cli_builds_our_folder(tmp_path):
+  result = subprocess.run(
+      ['tfds', 'build', 'builders/magical_demos', '--config', 'move_to_corner',
+       f'--manual_dir={DUMMY}', f'--data_dir={tmp_path}'],
+      cwd=REPO, capture_output=True, text=True, env=QUIET)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert list(tmp_path.glob('magical_demos/move_to_corner/1.0.0/*.tfrecord-*'))
+
+
+def test_console_script_and_demo():
+  result = subprocess.run(['rlds-suite', 'demo'], capture_output=True, text=True, env=QUIET)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert '== magical_demos/move_to_region/1.0.0: valid' in result.stdout
+  assert 'episodes 1, steps 41' in result.stdout
