@@ -37,10 +37,10 @@ def test_validate_reports_violations_and_fails(tmp_path, capsys):
   steps = dict(good.steps)
   steps[fields.IS_LAST] = np.array([True, False, True])
   bad = episodes.Episode(steps=steps)
-  features = features.rlds_features(
+  rlds_features = features.rlds_features(
       observation=features.tensor((2,), np.float32),
       action=features.scalar(np.int64))
-  directory = writing.write_episodes([good, bad], features=features, data_dir=str(tmp_path),
+  directory = writing.write_episodes([good, bad], features=rlds_features, data_dir=str(tmp_path),
                                      name='broken')
   assert cli.main(['validate', str(directory)]) == 1
   out = capsys.readouterr().out
