@@ -1,0 +1,27 @@
+"""Multi-task step streams: dataset_configs -> one shuffled, sharded, mixed tf.data stream.
+
+    from rlds_suite import streams
+
+    streams.register_dataset('random', 'magical', 'MoveToRegion', '/data/random_move_to_region')
+    batches = streams.stream([{}, {'type': 'random'}], unit=streams.Transitions(), batch_size=256,
+                             seed=0, env_cfg={'benchmark_name': 'magical',
+                                              'task_name': 'MoveToRegion'})
+    for batch in streams.as_numpy(batches):  # dicts of numpy arrays with a leading axis of 256
+      ...
+
+Modules: `catalog` (entries -> datasets), `reading` (episodes as step tensors, spec projection),
+`units` (steps, transitions, n-step, windows, target pairs), `pipeline` (shuffle, shard, mix).
+"""
+
+from rlds_suite.streams.catalog import CATALOG, Catalog, ResolvedDataset, register_dataset
+from rlds_suite.streams.pipeline import (DATASET_INDEX, EPOCH, Exhaustion, Mix, Shuffle, as_numpy,
+                                         load_dict_dataset, stream)
+from rlds_suite.streams.reading import Projection
+from rlds_suite.streams.units import (NStepTransitions, StepUnit, TargetPairs, Transitions, Unit,
+                                      Windows)
+
+__all__ = [
+    'CATALOG', 'Catalog', 'ResolvedDataset', 'register_dataset', 'DATASET_INDEX', 'EPOCH',
+    'Exhaustion', 'Mix', 'Shuffle', 'as_numpy', 'load_dict_dataset', 'stream', 'Projection',
+    'NStepTransitions', 'StepUnit', 'TargetPairs', 'Transitions', 'Unit', 'Windows'
+]

@@ -1,0 +1,290 @@
+"""One tf.data stream of batched units from one or several datasets.
+
+Per dataset, one host reads its shard of episodes and:
+  1. reads files in a seeded shuffled order (interleaved), each episode decoded at once to [T, ...]
+     step tensors (`reading.read_steps`);
+  2. shuffles whole episodes in a buffer of `Shuffle.episodes` episodes;
+  3. cuts each episode into units ([U, ...], `units.Unit`), tagging them with the dataset index and
+     the epoch of this dataset they come from;
+  4. regroups units into blocks of `Shuffle.units` consecutive units (crossing episode boundaries;
+     units themselves never do) and permutes each block with a stateless seeded permutation.
+Datasets are then mixed chunk by chunk (`Mix.granularity` units of one dataset per draw) and
+rebatched to `batch_size`.
+
+Shuffle semantics: the episode buffer holds `Shuffle.episodes` decoded episodes; the block holds
+`Shuffle.units` units. Within a block every order is equally likely, so two consecutive elements of
+a batch are any two units of the block: from the same episode or from episodes up to about
+`Shuffle.episodes + Shuffle.units / (shortest episode)` read positions apart. Two units more than
+one block apart in the stream come from different blocks. Memory is bounded by the two buffers
+(plus prefetching), never by the dataset size. Every random choice is seeded from `seed`, so a seed
+makes the whole stream reproducible; `seed=None` draws one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from rlds_suite import datasets as datasets_lib
+from rlds_suite import episodes as episodes_lib
+from rlds_suite import errors
+from rlds_suite import fields
+from rlds_suite.streams import catalog as catalog_lib
+from rlds_suite.streams import reading
+from rlds_suite.streams import units as units_lib
+
+DATASET_INDEX = 'dataset_index'  # Which of the stream's datasets a unit comes from.
+EPOCH = 'epoch'  # Which pass over that dataset (counted per dataset) a unit comes from.
+
+DatasetRef = Union[Mapping[str, Any], str, os.PathLike, tfds.core.DatasetBuilder]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shuffle:
+  """Episode buffer size (whole decoded episodes) and block size (units permuted together)."""
+  episodes: int = 16
+  units: int = 10_240  # 40 batches of 256: whole blocks are cut into batches without a copy.
+
+  def __post_init__(self):
+    if self.episodes < 1 or self.units < 1:
+      raise ValueError(f'buffer sizes must be >= 1, got {self}')
+
+
+class Exhaustion(enum.Enum):
+  """What happens when a dataset has no units left in the current pass."""
+  REPEAT = 'repeat'  # Start its next epoch (reshuffled); the stream never ends.
+  STOP = 'stop'  # End the stream.
+  DROP = 'drop'  # Drop it and go on with the others (weights renormalised); end when all ran out.
+
+
+@dataclasses.dataclass(frozen=True)
+class Mix:
+  """Weights over datasets (uniform when None), exhaustion policy, units drawn per choice."""
+  weights: Optional[Sequence[float]] = None
+  exhaustion: Exhaustion = Exhaustion.REPEAT
+  granularity: int = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class _Dataset:
+  name: str
+  builder: tfds.core.DatasetBuilder
+  splits: tuple[tuple[str, int], ...]  # (split name, number of episodes).
+
+
+def resolve_datasets(dataset_refs: Sequence[DatasetRef], *,
+                     env_cfg: Optional[Mapping[str, Any]] = None,
+                     catalog: Optional[catalog_lib.Catalog] = None,
+                     split: Optional[str] = None) -> list[_Dataset]:
+  """dataset_configs entries (dicts), TFDS names, directories or builders -> prepared builders."""
+  catalog = catalog or catalog_lib.CATALOG
+  resolved = []
+  for ref in dataset_refs:
+    if isinstance(ref, Mapping):
+      entry = catalog.resolve(ref, env_cfg)
+      name, source = f'{dict(ref)!r} ({entry.source})', entry.source
+    else:
+      name = source = ref if isinstance(ref, tfds.core.DatasetBuilder) else os.fspath(ref)
+      name = getattr(name, 'name', name)
+    builder = datasets_lib.load_builder(source)
+    names = [split] if split else sorted(builder.info.splits.keys())
+    splits = []
+    for split_name in names:
+      if split_name not in builder.info.splits:
+        raise errors.SchemaError(f'no split {split_name!r}; has {sorted(builder.info.splits)}',
+                                 path=str(name))
+      splits.append((split_name, builder.info.splits[split_name].num_examples))
+    resolved.append(_Dataset(str(name), builder, tuple(splits)))
+  if not resolved:
+    raise errors.EmptyInputError('no datasets given')
+  return resolved
+
+
+def shard_bounds(num_episodes: int, num_shards: int) -> np.ndarray:
+  """Episode index boundaries of `num_shards` contiguous, disjoint, near-equal shards."""
+  return np.arange(num_shards + 1) * num_episodes // num_shards
+
+
+def _instruction(splits: Sequence[tuple[str, int]], start: int, stop: int) -> str:
+  """Episodes [start, stop) of the concatenated splits as a TFDS split string."""
+  parts, offset = [], 0
+  for name, count in splits:
+    a, b = max(start - offset, 0), min(stop - offset, count)
+    if a < b:
+      parts.append(f'{name}[{a}:{b}]')
+    offset += count
+  return '+'.join(parts)
+
+
+def _seed(*parts: int) -> int:
+  return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def _size(element: Mapping[str, Any]) -> tf.Tensor:
+  return tf.shape(tf.nest.flatten(element)[0], out_type=tf.int64)[0]
+
+
+def _truncate(units: tf.data.Dataset, limit: int) -> tf.data.Dataset:
+  """The first `limit` units of a dataset of [U, ...] unit groups."""
+
+  def cut(emitted, group):
+    keep = tf.clip_by_value(limit - emitted, 0, _size(group))
+    return emitted + keep, (emitted, tf.nest.map_structure(lambda t: t[:keep], group))
+
+  cut_groups = units.scan(tf.constant(0, tf.int64), cut)
+  cut_groups = cut_groups.take_while(lambda emitted, group: emitted < limit)
+  return cut_groups.map(lambda emitted, group: group)
+
+
+def _permute(seed: int):
+
+  def permute(index, block):
+    order = tf.random.experimental.stateless_shuffle(
+        tf.range(_size(block)), seed=tf.stack([tf.constant(seed, tf.int64), index]))
+    return tf.nest.map_structure(lambda t: tf.gather(t, order), block)
+
+  return permute
+
+
+def _split_batches(batch_size: int, drop_remainder: bool):
+  """A block of units -> its batches: full ones by a reshape (no copy), then the remainder."""
+
+  def split(block):
+    size = _size(block)
+    full = size // batch_size * batch_size
+    head = tf.nest.map_structure(
+        lambda t: tf.reshape(t[:full], tf.concat([[-1, batch_size], tf.shape(t)[1:]], 0)), block)
+    batches = tf.data.Dataset.from_tensor_slices(head)
+    if not drop_remainder:
+      tail = tf.data.Dataset.from_tensors(tf.nest.map_structure(lambda t: t[full:], block))
+      batches = batches.concatenate(tail.filter(lambda b: _size(b) > 0))
+    return batches
+
+  return split
+
+
+def stream(dataset_refs: Sequence[DatasetRef], *,
+           unit: units_lib.Unit = units_lib.StepUnit(),
+           batch_size: int = 256,
+           shuffle: Optional[Shuffle] = Shuffle(),
+           seed: Optional[int] = None,
+           mix: Mix = Mix(),
+           projection: reading.Projection = reading.Projection.NONE,
+           num_shards: int = 1,
+           shard_index: int = 0,
+           split: Optional[str] = None,
+           env_cfg: Optional[Mapping[str, Any]] = None,
+           catalog: Optional[catalog_lib.Catalog] = None,
+           step_fields: Optional[Sequence[str]] = None,
+           drop_remainder: bool = True) -> tf.data.Dataset:
+  """Batches of `unit`s from the datasets, mixed by `mix` (see the module docstring).
+
+  `dataset_refs` are il-representations dataset_configs entries (resolved by `catalog` against
+  `env_cfg`), TFDS names, dataset directories or builders. `split=None` reads every split.
+  `shuffle=None` keeps file order. With `num_shards` > 1 this host reads episodes
+  [shard_index * E / num_shards, (shard_index + 1) * E / num_shards) of each dataset; under
+  Exhaustion.STOP/DROP each dataset's shards are cut to the same number of units (counted from the
+  episode lengths, one extra pass over `is_first`), so every host gets the same number of batches.
+  `step_fields` are the step fields kept (default: rlds_suite.fields.CORE_STEP_FIELDS).
+  """
+  if not 0 <= shard_index < num_shards:
+    raise ValueError(f'shard_index must be in [0, {num_shards}), got {shard_index}')
+  resolved = resolve_datasets(dataset_refs, env_cfg=env_cfg, catalog=catalog, split=split)
+  weights = mix.weights
+  if weights is not None and (len(weights) != len(resolved) or min(weights) < 0 or sum(weights) <= 0):
+    raise ValueError(f'need {len(resolved)} non-negative weights, got {weights}')
+  seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
+  keep = tuple(step_fields or fields.CORE_STEP_FIELDS)
+  repeat = mix.exhaustion is Exhaustion.REPEAT
+
+  readers, epoch_sizes, limits = [], [], []
+  for index, dataset in enumerate(resolved):
+    total = sum(count for _, count in dataset.splits)
+    bounds = shard_bounds(total, num_shards)
+    start, stop = int(bounds[shard_index]), int(bounds[shard_index + 1])
+    if stop <= start:
+      raise errors.EmptyInputError(
+          f'shard {shard_index} of {num_shards} has no episodes ({total} in all)', path=dataset.name)
+    readers.append(reading.read_steps(
+        dataset.builder, _instruction(dataset.splits, start, stop), shuffle_files=shuffle is not None,
+        seed=_seed(seed, index, shard_index, 0), keep=keep))
+    epoch_sizes.append(stop - start)
+    limits.append(None)
+    if num_shards > 1 and not repeat:
+      split_all = _instruction(dataset.splits, 0, total)
+      counts = unit.count(reading.episode_lengths(dataset.builder, split_all))
+      limits[-1] = int(min(counts[a:b].sum() for a, b in zip(bounds[:-1], bounds[1:])))
+
+  specs = [reading.step_spec(r) for r in readers]
+  projections = reading.plan_projection(specs, [d.name for d in resolved], projection)
+
+  unit_streams = []
+  for index, (episodes, project) in enumerate(zip(readers, projections)):
+    if shuffle is not None:
+      episodes = episodes.shuffle(shuffle.episodes, seed=_seed(seed, index, shard_index, 1),
+                                  reshuffle_each_iteration=True)
+    if repeat:
+      episodes = episodes.repeat()
+    epoch_size = epoch_sizes[index]
+
+    def to_units(position, steps, index=index, project=project, epoch_size=epoch_size):
+      cut = unit.from_steps(project(steps))
+      count = _size(cut)
+      return {**cut,
+              DATASET_INDEX: tf.fill([count], tf.constant(index, tf.int32)),
+              EPOCH: tf.fill([count], position // epoch_size)}
+
+    units = episodes.enumerate().map(to_units, num_parallel_calls=tf.data.AUTOTUNE)
+    if limits[index] is not None:
+      units = _truncate(units, limits[index])
+    if shuffle is not None and shuffle.units > 1:
+      units = units.rebatch(shuffle.units).enumerate().map(
+          _permute(_seed(seed, index, shard_index, 2)), num_parallel_calls=tf.data.AUTOTUNE)
+    unit_streams.append(units)
+
+  if len(unit_streams) == 1:
+    if shuffle is not None and shuffle.units % batch_size == 0:
+      # Blocks are whole batches: cut them by reshaping instead of copying again.
+      batches = unit_streams[0].flat_map(_split_batches(batch_size, drop_remainder))
+      return batches.prefetch(tf.data.AUTOTUNE)
+    mixed = unit_streams[0]
+  else:
+    weights = weights if weights is not None else [1.0] * len(unit_streams)
+    chunks = [u.rebatch(mix.granularity) for u in unit_streams]
+    # The same choice sequence on every shard: equal unit counts then give equal batch counts.
+    mixed = tf.data.Dataset.sample_from_datasets(
+        chunks, weights=[float(w) / sum(weights) for w in weights], seed=_seed(seed, 3),
+        stop_on_empty_dataset=mix.exhaustion is Exhaustion.STOP)
+  return mixed.rebatch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+
+
+def as_numpy(dataset: tf.data.Dataset) -> Iterator[Any]:
+  """Batches as nested numpy arrays, for JAX or PyTorch training loops.
+
+      for batch in as_numpy(stream([{}], unit=Transitions(), batch_size=256, seed=0)):
+        loss = train_step(params, batch['observation'], batch['action'])  # np.ndarray [256, ...]
+  """
+  return iter(tfds.as_numpy(dataset))
+
+
+def load_dict_dataset(dataset_configs: Sequence[DatasetRef], *,
+                      env_cfg: Optional[Mapping[str, Any]] = None,
+                      catalog: Optional[catalog_lib.Catalog] = None,
+                      split: Optional[str] = None) -> dict[str, Any]:
+  """il-representations' in-memory dict {obs, next_obs, acts, dones, rews} of all datasets.
+
+  Episodes in file order, datasets one after the other; refused (SpecMismatchError) when the
+  datasets' step specs differ.
+  """
+  resolved = resolve_datasets(dataset_configs, env_cfg=env_cfg, catalog=catalog, split=split)
+  readers = [reading.read_steps(d.builder, _instruction(d.splits, 0, sum(c for _, c in d.splits)))
+             for d in resolved]
+  reading.plan_projection([reading.step_spec(r) for r in readers], [d.name for d in resolved])
+  episodes = (({fields.STEPS: steps} for steps in tfds.as_numpy(r)) for r in readers)
+  return episodes_lib.to_il_representations_dict(e for group in episodes for e in group)
