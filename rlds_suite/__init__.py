@@ -9,4 +9,15 @@ from rlds_suite.episodes import Ending, Episode, Trajectory
 
 from rlds_suite import builders  # Registers the TFDS builders.  # pylint: disable=g-bad-import-order
 
-__all__ = ['errors', 'validate', 'Ending', 'Episode', 'Trajectory', 'builders']
+__all__ = ['errors', 'validate', 'Ending', 'Episode', 'Trajectory', 'builders', 'RLDSWriter',
+           'record']
+
+# Recording pulls in envlogger; it is imported on first use of these names.
+_LAZY = {'RLDSWriter': 'rlds_suite.recording', 'record': 'rlds_suite.recording'}
+
+
+def __getattr__(name):
+  if name in _LAZY:
+    import importlib  # pylint: disable=g-import-not-at-top
+    return getattr(importlib.import_module(_LAZY[name]), name)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -1,0 +1,70 @@
+"""Environments for recording: `make('family:name', **options)` -> a dm_env.Environment.
+
+  gymnasium:CartPole-v1      any registered gymnasium id (extra: gymnasium)
+  atari:Pong                 ale-py, with frame_skip, grayscale, resize, frame_stack (extra: atari)
+  dm_control:cartpole-swingup  state, or pixels=True (extra: dm_control; headless via MUJOCO_GL=egl)
+  procgen:coinrun            procgen's gym3 API (scripts/setup_envs.sh installs it)
+
+Optional packages are imported only when a family is made; a missing one raises
+MissingDependencyError naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Optional
+
+import dm_env
+import numpy as np
+
+from rlds_suite import errors
+
+FRAME = 'frame'  # Step-metadata key of rendered frames.
+
+# family -> (module under rlds_suite.envs, factory function).
+_FAMILIES = {
+    'gymnasium': ('gymnasium_envs', 'make_gymnasium'),
+    'atari': ('atari', 'make_atari'),
+    'dm_control': ('control_suite', 'make_dm_control'),
+    'procgen': ('procgen_games', 'make_procgen'),
+}
+
+
+def make(spec: str, *, seed: Optional[int] = None, **options: Any) -> dm_env.Environment:
+  """A dm_env environment from 'family:name' (see the module docstring); `options` go to the
+  family's factory (e.g. `frame_skip=4`, `pixels=True`, `render_frames=True`)."""
+  family, sep, name = spec.partition(':')
+  if not sep or family not in _FAMILIES or not name:
+    raise errors.RLDSSuiteError(
+        f'expected "family:name" with family in {sorted(_FAMILIES)}, got {spec!r}', field='env')
+  module, factory = _FAMILIES[family]
+  make_family = getattr(importlib.import_module(f'rlds_suite.envs.{module}'), factory)
+  return make_family(name, seed=seed, **options)
+
+
+def require(module: str, extra: str, hint: str = '') -> Any:
+  """Imports an optional module, or raises MissingDependencyError naming the extra."""
+  try:
+    return importlib.import_module(module)
+  except ImportError as e:
+    install = hint or f'pip install rlds_suite[{extra}]'
+    raise errors.MissingDependencyError(
+        f'{module} is needed for this environment and failed to import ({e}); install it with: '
+        f'{install}', field=extra) from e
+
+
+def image_fields(env: dm_env.Environment) -> tuple[str, ...]:
+  """Paths ('observation', 'observation/pixels', 'frame') the environment declares as images."""
+  return tuple(getattr(env, 'image_fields', ()) or ())
+
+
+def records_frames(env: dm_env.Environment) -> bool:
+  return bool(getattr(env, 'records_frames', False))
+
+
+def frame_step_fn(timestep: dm_env.TimeStep, action: Any, env: Any) -> dict[str, np.ndarray]:  # pylint: disable=unused-argument
+  """An EnvLogger `step_fn` recording the rendered frame of each timestep as step metadata."""
+  return {FRAME: env.render_frame()}
+
+
+__all__ = ['make', 'image_fields', 'records_frames', 'frame_step_fn', 'require', 'FRAME']

@@ -1,0 +1,9 @@
+"""Recording rollouts into RLDS datasets: the EnvLogger backend, its shards, signals, `record`.
+
+Imported lazily by `rlds_suite` (it pulls in envlogger).
+"""
+
+from rlds_suite.recording.backend import RLDSWriter
+from rlds_suite.recording.record import random_policy, record
+
+__all__ = ['RLDSWriter', 'random_policy', 'record']
