@@ -82,6 +82,11 @@ def read_trajectories(path: errors.PathLike, task: Task) -> Iterator[Trajectory]
   table = d4rl.read_table(path, layout(task))
   with errors.located(path):
     all_rows = episodes.split_rows(table.terminals)
+    for rows in all_rows:
+      if rows.stop - rows.start == 1 and table.terminals[rows.start]:
+        raise errors.EpisodeBoundaryError(
+            f'row {rows.start} is a terminal row that starts an episode (a finished episode has '
+            f'at least one action row before its terminal row)', field='terminals')
     starts = np.asarray([rows.start for rows in all_rows])
     late = np.flatnonzero(table.rewards[starts] != 0)
     if len(late):
@@ -89,12 +94,7 @@ def read_trajectories(path: errors.PathLike, task: Task) -> Iterator[Trajectory]
           f'expected reward 0 on the first row of every episode (rewards are stored on arrival), '
           f'got non-zero rewards at rows {starts[late][:10].tolist()}', field='rewards')
     for rows in all_rows:
-      terminal = bool(table.terminals[rows.stop - 1])
       if rows.stop - rows.start == 1:
-        if terminal:
-          raise errors.EpisodeBoundaryError(
-              f'row {rows.start} is a terminal row that starts an episode (a finished episode has '
-              f'at least one action row before its terminal row)', field='terminals')
-        continue
+        continue  # An unfinished tail of one row: its action's outcome is unknown.
       yield POLICY.trajectory(table.observations[rows], table.actions[rows], table.rewards[rows],
-                              terminal_flag=terminal)
+                              terminal_flag=bool(table.terminals[rows.stop - 1]))
