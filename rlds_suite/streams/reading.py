@@ -57,6 +57,8 @@ def read_steps(builder: tfds.core.DatasetBuilder, split: str, *, shuffle_files: 
       shuffle_seed=seed,
       shuffle_reshuffle_each_iteration=True,
       try_autocache=False,  # Memory must not grow with the dataset.
+      # Under tf.data service dynamic sharding a worker reads only some files of a split.
+      assert_cardinality=False,
       num_parallel_calls_for_decode=tf.data.AUTOTUNE)
   episodes = builder.as_dataset(split=split, shuffle_files=shuffle_files, read_config=read_config,
                                 decoders={fields.STEPS: StepsDecoder(keep)})
