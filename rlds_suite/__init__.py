@@ -10,14 +10,19 @@ from rlds_suite.episodes import Ending, Episode, Trajectory
 from rlds_suite import builders  # Registers the TFDS builders.  # pylint: disable=g-bad-import-order
 
 __all__ = ['errors', 'validate', 'Ending', 'Episode', 'Trajectory', 'builders', 'RLDSWriter',
-           'record']
+           'record', 'streams', 'stream', 'load_dict_dataset', 'as_numpy', 'write_episodes']
 
 # Recording pulls in envlogger; it is imported on first use of these names.
-_LAZY = {'RLDSWriter': 'rlds_suite.recording', 'record': 'rlds_suite.recording'}
+_LAZY = {'RLDSWriter': 'rlds_suite.recording', 'record': 'rlds_suite.recording',
+         'stream': 'rlds_suite.streams', 'load_dict_dataset': 'rlds_suite.streams',
+         'as_numpy': 'rlds_suite.streams', 'write_episodes': 'rlds_suite.writing'}
 
 
 def __getattr__(name):
   if name in _LAZY:
     import importlib  # pylint: disable=g-import-not-at-top
     return getattr(importlib.import_module(_LAZY[name]), name)
+  if name == 'streams':
+    import importlib  # pylint: disable=g-import-not-at-top
+    return importlib.import_module('rlds_suite.streams')
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
