@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 from rlds_suite import errors
 
 # Command modules under rlds_suite.cli, in the order `--help` lists them.
-COMMAND_MODULES = ('demo', 'build', 'validate', 'stream')
+COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'convert')
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,12 @@
-"""RLDS episodes -> serialized tf.train.Example bytes, byte-identical to TFDS's own encoding.
+"""RLDS episodes -> serialized tf.train.Example bytes, parsing to the same example as TFDS's own.
 
-TFDS encodes a `Dataset` feature one step at a time in Python; for fixed-shape plain tensors that
-is the whole recording cost. Here those leaves are encoded as one stacked array per episode, and
-only leaves that need per-element work (images, ZLIB tensors, text, variable shapes) go through
-their feature's `encode_example`. tests/test_recording_serialization.py checks byte equality.
+TFDS encodes a `Dataset` feature one step at a time in Python and then walks every value again to
+look for ragged dimensions; for short episodes of small tensors that is the whole recording cost.
+Here fixed-shape plain tensors are encoded as one stacked array per episode, and only leaves that
+need per-element work (images, ZLIB tensors, text) go through their feature's `encode_example`.
+Leaves of one flat array or one list of bytes per key become tf.train.Features directly; anything
+ragged (variable shapes inside steps) goes through TFDS's serializer. tests/test_recording.py
+checks that the result parses to the same example as TFDS's own serialization.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_serializer
+from tensorflow_datasets.core import utils as tfds_utils
+from tensorflow_datasets.proto import tf_example_pb2
+from tensorflow_datasets.proto import tf_feature_pb2
 
 from rlds_suite import errors
 from rlds_suite import fields
@@ -33,6 +39,7 @@ class EpisodeSerializer:
     self.features = episode_features
     self._steps = episode_features[fields.STEPS].feature
     self._serializer = example_serializer.ExampleSerializer(episode_features.get_serialized_info())
+    self._flat_info = tfds_utils.flatten_nest_dict(episode_features.get_serialized_info())
 
   def serialize(self, episode: Episode) -> bytes:
     encoded = {}
@@ -42,7 +49,23 @@ class EpisodeSerializer:
     missing = set(self.features.keys()) - set(encoded)
     if missing:
       raise errors.SchemaError(f'episode lacks declared metadata {sorted(missing)}')
-    return self._serializer.serialize_example(encoded)
+    flat = tfds_utils.flatten_nest_dict(encoded)
+    direct, ragged = {}, {}
+    for key, value in flat.items():
+      feature = _direct_feature(value, self._flat_info[key])
+      if feature is None:
+        ragged[key] = value
+      else:
+        direct[key] = feature
+    if ragged:
+      # pylint: disable-next=protected-access
+      example = example_serializer._dict_to_tf_example(
+          ragged, {key: self._flat_info[key] for key in ragged})
+    else:
+      example = tf_example_pb2.Example()
+    for key, feature in direct.items():
+      example.features.feature[key].CopyFrom(feature)
+    return example.SerializeToString()
 
   def _encode_steps(self, feature: Any, value: Any, path: str) -> Any:
     if isinstance(feature, tfds.features.FeaturesDict):
@@ -65,3 +88,18 @@ def _encode(feature: tfds.features.FeatureConnector, value: Any, path: str) -> A
     return feature.encode_example(value)
   except Exception as e:  # pylint: disable=broad-except
     raise errors.SchemaError(f'value does not match feature {feature!r}: {e}', field=path) from e
+
+
+def _direct_feature(value: Any, info: Any) -> Any:
+  """A Feature proto for a non-ragged leaf, encoded as TFDS would; None for anything else."""
+  if info.sequence_rank > 1 or None in info.shape[info.sequence_rank:]:
+    return None
+  if isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' and value.dtype != np.uint64:
+    if value.dtype.kind == 'f':
+      return tf_feature_pb2.Feature(float_list=tf_feature_pb2.FloatList(value=value.reshape(-1)))
+    return tf_feature_pb2.Feature(int64_list=tf_feature_pb2.Int64List(value=value.reshape(-1).astype(np.int64)))
+  if isinstance(value, (list, bytes)) and np.dtype(info.np_dtype).kind in 'OSU':
+    values = value if isinstance(value, list) else [value]
+    if all(isinstance(v, bytes) for v in values):
+      return tf_feature_pb2.Feature(bytes_list=tf_feature_pb2.BytesList(value=values))
+  return None

@@ -1,0 +1,100 @@
+"""Per-step recording overhead over the bare environment, for three EnvLogger backends in one run.
+
+  python benchmarks/record_overhead.py [--cartpole_steps 20000] [--pong_steps 2000]
+
+Backends: rlds_suite's RLDSWriter, EnvLogger's in-memory backend, envlogger 1.2's TFDS backend.
+Each runs the same seeded random-policy rollouts; overhead = (time per step) - (bare env time per
+step). Targets: ours <= 2x the in-memory backend's overhead, and >= 10x lower than the TFDS one's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import envlogger  # pylint: disable=g-import-not-at-top
+from envlogger.backends import in_memory_backend
+from envlogger.backends import tfds_backend_writer
+import numpy as np
+import tensorflow_datasets as tfds
+
+import rlds_suite
+from rlds_suite import envs
+from rlds_suite.recording import random_policy
+from rlds_suite.recording import step_features
+
+
+def rollout(env, steps: int, seed: int) -> float:
+  """Seconds to take `steps` random-policy steps in `env` (episodes restart as needed)."""
+  policy = random_policy(env.action_spec(), seed)
+  start = time.perf_counter()
+  timestep = env.reset()
+  for _ in range(steps):
+    timestep = env.reset() if timestep.last() else env.step(policy(timestep))
+  return time.perf_counter() - start
+
+
+def old_tfds_backend(env, directory: str):
+  declared = step_features.environment_step_features(
+      env.observation_spec(), env.action_spec(), env.reward_spec(), envs.image_fields(env))
+  config = tfds.rlds.rlds_base.DatasetConfig(
+      name='old_tfds', observation_info=declared['observation'], action_info=declared['action'],
+      reward_info=declared['reward'], discount_info=tfds.features.Scalar(dtype=np.float64))
+  return tfds_backend_writer.TFDSBackendWriter(directory, config, max_episodes_per_file=100)
+
+
+def measure(spec: str, steps: int, seed: int = 0, repeats: int = 3, **options) -> dict[str, float]:
+  """Best-of-`repeats` microseconds per step for the bare env and each backend."""
+  results: dict[str, float] = {}
+  for _ in range(repeats):
+    for label in ('bare', 'in_memory', 'rlds_suite', 'envlogger_tfds'):
+      env = envs.make(spec, seed=seed, **options)
+      with tempfile.TemporaryDirectory() as directory:
+        if label == 'bare':
+          seconds = rollout(env, steps, seed)
+        else:
+          backend = {
+              'in_memory': lambda: in_memory_backend.InMemoryBackendWriter(),
+              'rlds_suite': lambda: rlds_suite.RLDSWriter(
+                  directory, name='bench', env=env, image_fields=envs.image_fields(env)),
+              'envlogger_tfds': lambda: old_tfds_backend(env, directory),
+          }[label]()
+          logged = envlogger.EnvLogger(env, backend=backend)
+          start = time.perf_counter()
+          rollout(logged, steps, seed)
+          backend.close()  # Flushing what is left is part of the cost.
+          seconds = time.perf_counter() - start
+      env.close()
+      results[label] = min(results.get(label, float('inf')), seconds / steps * 1e6)
+  return results
+
+
+def report(name: str, results: dict[str, float]) -> None:
+  bare = results['bare']
+  overhead = {k: v - bare for k, v in results.items() if k != 'bare'}
+  print(f'\n{name}: bare env {bare:.1f} us/step')
+  for label, value in overhead.items():
+    print(f'  {label:15s} {results[label]:9.1f} us/step, overhead {value:8.1f} us/step')
+  ours, memory, old = overhead['rlds_suite'], overhead['in_memory'], overhead['envlogger_tfds']
+  print(f'  ours / in-memory overhead: {ours / max(memory, 1e-9):.2f}x (target <= 2)')
+  print(f'  envlogger TFDS / ours overhead: {old / max(ours, 1e-9):.1f}x (target >= 10)')
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--cartpole_steps', type=int, default=20000)
+  parser.add_argument('--pong_steps', type=int, default=2000)
+  parser.add_argument('--repeats', type=int, default=3)
+  args = parser.parse_args()
+  report('CartPole-v1 (gymnasium)', measure('gymnasium:CartPole-v1', args.cartpole_steps,
+                                            repeats=args.repeats))
+  report('Pong frames (ale-py, 210x160x3 RGB images, 200-step episodes)',
+         measure('atari:Pong', args.pong_steps, repeats=args.repeats, max_episode_steps=200))
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,50 @@
+"""`rlds-suite record --env gymnasium:CartPole-v1 --policy random --episodes 10 --out DIR`."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+  parser = subparsers.add_parser('record', help='Roll a policy out in an environment into an RLDS '
+                                 'dataset directory.')
+  parser.add_argument('--env', required=True,
+                      help='family:name, e.g. gymnasium:CartPole-v1, atari:Pong, '
+                      'dm_control:cartpole-swingup, procgen:coinrun')
+  parser.add_argument('--policy', default='random', help="policy (only 'random')")
+  parser.add_argument('--episodes', type=int, required=True)
+  parser.add_argument('--out', required=True, help='dataset directory (appended to if it exists)')
+  parser.add_argument('--name', default='rollouts', help='dataset name')
+  parser.add_argument('--seed', type=int, default=None)
+  parser.add_argument('--max_episode_steps', type=int, default=None,
+                      help='cut episodes after this many actions (truncation)')
+  parser.add_argument('--option', action='append', default=[], metavar='KEY=VALUE',
+                      help='environment option, e.g. frame_skip=4, pixels=true (JSON values)')
+  parser.add_argument('--no_progress', action='store_true')
+  parser.set_defaults(func=run)
+
+
+def _parse_options(pairs: list[str]) -> dict:
+  options = {}
+  for pair in pairs:
+    key, _, value = pair.partition('=')
+    try:
+      options[key] = json.loads(value)
+    except json.JSONDecodeError:
+      options[key] = value
+  return options
+
+
+def run(args) -> int:
+  from rlds_suite import envs  # pylint: disable=g-import-not-at-top
+  from rlds_suite import recording  # pylint: disable=g-import-not-at-top
+  env = envs.make(args.env, seed=args.seed, **_parse_options(args.option))
+  try:
+    writer = recording.record(env, args.policy, episodes=args.episodes, data_dir=args.out,
+                              name=args.name, seed=args.seed,
+                              max_episode_steps=args.max_episode_steps,
+                              progress=not args.no_progress)
+  finally:
+    env.close()
+  print(json.dumps({'out': args.out, 'episodes_written': writer.num_episodes_written}))
+  return 0
