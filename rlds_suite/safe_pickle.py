@@ -72,7 +72,9 @@ _SPACE_MODULES = {'box': 'Box', 'discrete': 'Discrete', 'dict': 'Dict', 'tuple':
 KNOWN_CLASSES: dict[tuple[str, str], Any] = {
     ('milbench.baselines.saved_trajectories', 'MILBenchTrajectory'): MILBenchTrajectory,
     ('magical.saved_trajectories', 'MAGICALTrajectory'): MILBenchTrajectory,
-    ('imitation.util.rollout', 'Trajectory'): ImitationTrajectory,
+    # imitation's first Trajectory was a NamedTuple (acts, obs, rews, infos), the layout MAGICAL
+    # recorded with; MAGICAL's own loader maps both to one class.
+    ('imitation.util.rollout', 'Trajectory'): MILBenchTrajectory,
     ('imitation.data.types', 'Trajectory'): ImitationTrajectory,
     ('imitation.data.types', 'TrajectoryWithRew'): ImitationTrajectory,
     ('il_representations.envs.utils', '_inflate_object'): _inflate_object,

@@ -50,7 +50,11 @@ def test_validate_reports_violations_and_fails(tmp_path, capsys):
 def test_typed_errors_exit_2_with_message(tmp_path, capsys):
   assert cli.main(['build', 'magical_demos/move_to_corner', '--manual_dir', str(tmp_path),
                    '--data_dir', str(tmp_path / 'out')]) == 2
-  assert f'EmptyInputError: {tmp_path}' in capsys.readouterr().err
+  assert f'EmptyInputError: {tmp_path}: manual_dir is missing or empty' in capsys.readouterr().err
+  (tmp_path / 'unrelated.txt').write_text('not a demo')
+  assert cli.main(['build', 'magical_demos/move_to_corner', '--manual_dir', str(tmp_path),
+                   '--data_dir', str(tmp_path / 'out')]) == 2
+  assert "no files matching 'demo-MoveToCorner-Demo-v0-*.pkl.gz'" in capsys.readouterr().err
 
 
 def test_tfds_cli_builds_our_folder(tmp_path):

@@ -125,6 +125,11 @@ def test_nan_reward(demo_copy):
   _rewrite(demo_copy, lambda d: d['trajectory'].rews.__setitem__(0, float('nan')))
   with pytest.raises(errors.InvalidValueError, match='reward'):
     episodes.to_episode(magical.read_demo(demo_copy))
+  builder = magical_demos_dataset_builder.Builder(config='move_to_corner',
+                                                  data_dir=str(demo_copy.parent / 'data'))
+  with pytest.raises(errors.InvalidValueError, match=f'{DEMO}: reward: non-finite'):
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=str(demo_copy.parent)))
 
 
 def test_unknown_pickle_class(tmp_path):

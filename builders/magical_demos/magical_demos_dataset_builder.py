@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from rlds_suite import episodes
+from rlds_suite import errors
 from rlds_suite import features
 from rlds_suite.readers import magical
 
@@ -72,5 +73,6 @@ class Builder(tfds.core.GeneratorBasedBuilder):
 
   def _generate_examples(self, paths):
     for path in paths:
-      episode = episodes.to_episode(magical.read_demo(path))
+      with errors.located(path):
+        episode = episodes.to_episode(magical.read_demo(path))
       yield path.name, episode.as_example()
