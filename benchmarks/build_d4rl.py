@@ -1,0 +1,140 @@
+"""D4RL conversion speed: rlds_suite's d4rl builder vs TFDS's own D4RL code, same file, same run.
+
+  python benchmarks/build_d4rl.py [--steps 1000000] [--repeats 3] [--encode_repeats 1] [--no_prepare]
+
+Writes a D4RL-style HDF5 file shaped like walker2d_random-v2 (obs float32[17], actions float32[6],
+rewards, terminals (some random), timeouts every 1000 steps of an episode, next_observations,
+infos/qpos, infos/qvel, infos/action_log_probs; gzip, as D4RL writes) to a temp dir, then measures
+rows/s for:
+  (a) example generation: our Builder._generate_examples vs
+      tensorflow_datasets.d4rl.dataset_utils.generate_examples, each generator fully consumed;
+  (b) generation + TFDS feature encoding + tf.train.Example serialization, each with its own
+      builder's features (ours: d4rl/walker2d-random-v2; TFDS: d4rl_mujoco_walker2d/v2-random);
+  (c) ours end to end: download_and_prepare from a manual dir (writing shards, shuffling, stats).
+Each timing is the best of its repeats, after one warm-up example (lazy TensorFlow imports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import tempfile
+import time
+from typing import Callable, Iterable
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import h5py  # pylint: disable=g-import-not-at-top
+import numpy as np
+import tensorflow_datasets as tfds
+from tensorflow_datasets.core import example_serializer
+from tensorflow_datasets.d4rl import dataset_utils
+
+import rlds_suite  # Registers our builders.  # pylint: disable=unused-import
+from rlds_suite.builders.d4rl import d4rl_dataset_builder
+
+CONFIG = 'walker2d-random-v2'
+FILE_NAME = 'walker2d_random-v2.hdf5'
+TIME_LIMIT = 1000
+
+
+def write_file(path: pathlib.Path, steps: int, seed: int = 0) -> int:
+  """A D4RL-style file of `steps` rows; returns its number of episodes (incl. the unfinished one)."""
+  rng = np.random.default_rng(seed)
+  terminals = rng.random(steps) < 1 / 3000  # Some episodes terminate early.
+  timeouts = np.zeros(steps, dtype=bool)
+  start = 0
+  for row in range(steps):  # collect_data.py: timeout when an episode reaches max_path steps.
+    if row - start + 1 == TIME_LIMIT and not terminals[row]:
+      timeouts[row] = True
+    if terminals[row] or timeouts[row]:
+      start = row + 1
+  observations = rng.standard_normal((steps + 1, 17), dtype=np.float32)
+  data = {
+      'observations': observations[:-1],
+      'next_observations': observations[1:],
+      'actions': rng.uniform(-1, 1, (steps, 6)).astype(np.float32),
+      'rewards': rng.standard_normal(steps, dtype=np.float32),
+      'terminals': terminals,
+      'timeouts': timeouts,
+      'infos/action_log_probs': rng.standard_normal(steps, dtype=np.float32),
+      'infos/qpos': rng.standard_normal((steps, 9)),
+      'infos/qvel': rng.standard_normal((steps, 9)),
+  }
+  with h5py.File(path, 'w') as f:
+    for key, value in data.items():
+      f.create_dataset(key, data=value, compression='gzip')
+  return int((terminals | timeouts).sum() + (not (terminals[-1] or timeouts[-1])))
+
+
+def timed(examples: Callable[[], Iterable], per_example: Callable = lambda example: None,
+          repeats: int = 1) -> tuple[float, int]:
+  """Best-of-`repeats` seconds to consume all examples (applying `per_example`), and their count."""
+  per_example(next(iter(examples()))[1])  # Warm-up: lazy imports, first-call caches.
+  best, count = float('inf'), 0
+  for _ in range(repeats):
+    start = time.perf_counter()
+    count = 0
+    for _, example in examples():
+      per_example(example)
+      count += 1
+    best = min(best, time.perf_counter() - start)
+  return best, count
+
+
+def encoder(features: tfds.features.FeaturesDict) -> Callable:
+  serializer = example_serializer.ExampleSerializer(features.get_serialized_info())
+  return lambda example: serializer.serialize_example(features.encode_example(example))
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--steps', type=int, default=1_000_000)
+  parser.add_argument('--repeats', type=int, default=3, help='for (a)')
+  parser.add_argument('--encode_repeats', type=int, default=1, help='for (b)')
+  parser.add_argument('--no_prepare', action='store_true', help='skip (c)')
+  args = parser.parse_args()
+
+  with tempfile.TemporaryDirectory() as tmp:
+    manual_dir = pathlib.Path(tmp) / 'manual'
+    manual_dir.mkdir()
+    path = manual_dir / FILE_NAME
+    start = time.perf_counter()
+    num_episodes = write_file(path, args.steps)
+    print(f'wrote {args.steps} rows, {num_episodes} episodes, {path.stat().st_size / 2**20:.0f} MiB '
+          f'in {time.perf_counter() - start:.1f}s')
+
+    ours = d4rl_dataset_builder.Builder(config=CONFIG, data_dir=os.path.join(tmp, 'ours'))
+    theirs = tfds.builder_cls('d4rl_mujoco_walker2d')(config='v2-random',
+                                                      data_dir=os.path.join(tmp, 'tfds'))
+    ours_examples = lambda: ours._generate_examples(path)  # pylint: disable=protected-access
+    tfds_examples = lambda: dataset_utils.generate_examples(str(path))
+
+    rows = {}
+    for label, examples, per_example, repeats in [
+        ('(a) generate        ours', ours_examples, lambda example: None, args.repeats),
+        ('(a) generate        tfds', tfds_examples, lambda example: None, args.repeats),
+        ('(b) gen+encode+ser. ours', ours_examples, encoder(ours.info.features),
+         args.encode_repeats),
+        ('(b) gen+encode+ser. tfds', tfds_examples, encoder(theirs.info.features),
+         args.encode_repeats),
+    ]:
+      seconds, count = timed(examples, per_example, repeats)
+      rows[label] = args.steps / seconds
+      print(f'{label}: {seconds:8.2f}s  {rows[label]:12,.0f} rows/s  ({count} episodes)')
+    for stage in ('(a) generate       ', '(b) gen+encode+ser.'):
+      print(f'{stage} speed-up ours/tfds: {rows[stage + " ours"] / rows[stage + " tfds"]:.2f}x')
+
+    if not args.no_prepare:
+      builder = d4rl_dataset_builder.Builder(config=CONFIG, data_dir=os.path.join(tmp, 'prepared'))
+      start = time.perf_counter()
+      builder.download_and_prepare(
+          download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
+      seconds = time.perf_counter() - start
+      print(f'(c) download_and_prepare ours: {seconds:8.2f}s  {args.steps / seconds:12,.0f} rows/s '
+            f'({builder.info.splits["train"].num_examples} episodes)')
+
+
+if __name__ == '__main__':
+  main()
