@@ -19,6 +19,7 @@ class Sample:
 
 SAMPLES = (
     Sample('magical_demos/move_to_region', 'magical'),
+    Sample('imitation_rollouts/cartpole', 'imitation'),
 )
 
 

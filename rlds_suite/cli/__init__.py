@@ -30,7 +30,9 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   args = make_parser().parse_args(argv)
+  from absl import logging  # pylint: disable=g-import-not-at-top
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  logging.set_verbosity(logging.ERROR)
   tfds.disable_progress_bar()
   try:
     return int(args.func(args) or 0)
