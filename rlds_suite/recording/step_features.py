@@ -90,7 +90,21 @@ def from_values(values: Sequence[Any], path: str, image_fields: Iterable[str] = 
                 for dims in (set(sizes) for sizes in zip(*(a.shape for a in arrays))))
   if path in image_fields:
     return features.image(shape)
+  if None in shape:
+    return variable_length(shape, dtype)
   return features.scalar(dtype) if shape == () else features.tensor(shape, dtype)
+
+
+def variable_length(shape: Sequence[Optional[int]], dtype: Any) -> tfds.features.Sequence:
+  """Rows with variable dimensions as nested `Sequence`s: a `Tensor` with a None dimension cannot be
+  serialized inside the steps `Dataset` (EnvLogger's TFDS backend crash, envlogger#14)."""
+  shape = tuple(shape)
+  last_variable = max(i for i, d in enumerate(shape) if d is None)
+  fixed = shape[last_variable + 1:]
+  feature = features.scalar(dtype) if not fixed else features.tensor(fixed, dtype)
+  for size in reversed(shape[:last_variable + 1]):
+    feature = tfds.features.Sequence(feature, length=size)
+  return feature
 
 
 def environment_step_features(observation_spec: Any, action_spec: Any, reward_spec: Any = None,

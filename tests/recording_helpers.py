@@ -1,0 +1,92 @@
+"""Shared helpers for recording tests: a dm_env wrapper that tapes what the environment returned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dm_env
+import numpy as np
+
+from rlds_suite import datasets
+
+
+class Tape(dm_env.Environment):
+  """Forwards to `env` and keeps every episode as a list of (timestep, action) pairs."""
+
+  def __init__(self, env: dm_env.Environment):
+    self.env = env
+    self.episodes: list[list[tuple[dm_env.TimeStep, Any]]] = []
+    self.image_fields = getattr(env, 'image_fields', ())
+
+  def reset(self):
+    timestep = self.env.reset()
+    self.episodes.append([(timestep, None)])
+    return timestep
+
+  def step(self, action):
+    timestep = self.env.step(action)
+    self.episodes[-1].append((timestep, action))
+    return timestep
+
+  def observation_spec(self):
+    return self.env.observation_spec()
+
+  def action_spec(self):
+    return self.env.action_spec()
+
+  def reward_spec(self):
+    return self.env.reward_spec()
+
+  def render_frame(self):
+    return self.env.render_frame()
+
+  def close(self):
+    self.env.close()
+
+
+def read_episodes(directory) -> list[dict]:
+  return list(datasets.numpy_episodes(datasets.episodes(directory)))
+
+
+def assert_matches_tape(episode: dict, taped: list, observation=lambda o: o) -> None:
+  """The RLDS episode holds exactly what the environment returned, in RLDS alignment."""
+  steps = episode['steps']
+  num_actions = len(taped) - 1
+  assert len(steps['is_first']) == num_actions + 1
+  for t, (timestep, _) in enumerate(taped):
+    np.testing.assert_array_equal(observation(steps['observation'])[t], timestep.observation)
+  for t in range(num_actions):
+    np.testing.assert_array_equal(steps['action'][t], taped[t + 1][1])
+    np.testing.assert_allclose(steps['reward'][t], taped[t + 1][0].reward)
+  assert steps['reward'][-1] == 0
+  last = taped[-1][0]
+  terminated = last.last() and last.discount == 0
+  assert steps['is_first'].tolist() == [True] + [False] * num_actions
+  assert steps['is_last'].tolist() == [False] * num_actions + [True]
+  assert steps['is_terminal'].tolist() == [False] * num_actions + [terminated]
+  expected_discount = np.ones(num_actions + 1, dtype=np.float32)
+  if terminated:
+    expected_discount[-2:] = 0
+  np.testing.assert_array_equal(steps['discount'], expected_discount)
+
+
+def read_episodes_stepwise(directory) -> list[dict]:
+  """Episodes read step by step (`datasets.numpy_episodes` batches steps, which variable-length
+  step fields cannot be); ragged fields become object arrays of per-step arrays."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  import tree  # pylint: disable=g-import-not-at-top
+  episodes = []
+  for episode in tfds.as_numpy(datasets.episodes(directory)):
+    steps = list(episode['steps'])
+
+    def column(*rows):
+      if len({np.shape(r) for r in rows}) == 1:
+        return np.stack(rows)
+      out = np.empty(len(rows), dtype=object)
+      for i, r in enumerate(rows):
+        out[i] = r
+      return out
+
+    episodes.append({**{k: v for k, v in episode.items() if k != 'steps'},
+                     'steps': tree.map_structure(column, *steps)})
+  return episodes

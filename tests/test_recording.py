@@ -1,0 +1,155 @@
+"""RLDSWriter with real environments: what is read back is what the environment returned."""
+
+import os
+
+import envlogger
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+from tensorflow_datasets.core import example_serializer
+from tensorflow_datasets.proto import tf_example_pb2
+
+import rlds_suite
+from rlds_suite import errors
+from rlds_suite import envs
+from rlds_suite import features
+from rlds_suite.episodes import Episode
+from rlds_suite.recording import random_policy
+from rlds_suite.recording import serialization
+from rlds_suite.recording import shards
+from rlds_suite.recording import step_features
+from rlds_suite import validation
+from tests.recording_helpers import Tape, assert_matches_tape, read_episodes, read_episodes_stepwise
+
+
+def _run(env, writer, episodes, seed=0, step_fn=None, episode_fn=None, max_steps=None,
+         discard=()):
+  policy = random_policy(env.action_spec(), seed)
+  logged = envlogger.EnvLogger(env, backend=writer, step_fn=step_fn, episode_fn=episode_fn)
+  for index in range(episodes):
+    timestep = logged.reset()
+    steps = 0
+    while not timestep.last() and (max_steps is None or steps < max_steps):
+      timestep = logged.step(policy(timestep))
+      steps += 1
+    if index in discard:
+      writer.discard_episode()
+  writer.close()
+
+
+def test_serializer_matches_tfds_encoding():
+  feature_dict = features.rlds_features(
+      observation={'pixels': features.image((4, 5, 3)), 'state': features.tensor((2,), np.float64)},
+      action=features.scalar(np.int64),
+      step_metadata={'text': features.text(), 'ragged': step_features.variable_length((None,), np.int32),
+                     'big': features.tensor((70, 70), np.uint8)},
+      episode_metadata={'tag': features.text(), 'seed': features.scalar(np.int64)})
+  rng = np.random.default_rng(0)
+  n = 3
+  ragged = np.empty(n, dtype=object)
+  for i in range(n):
+    ragged[i] = np.arange(i, dtype=np.int32)
+  steps = {
+      'observation': {'pixels': rng.integers(0, 255, (n, 4, 5, 3), dtype=np.uint8),
+                      'state': rng.normal(size=(n, 2))},
+      'action': np.arange(n), 'reward': np.ones(n, np.float32), 'discount': np.ones(n, np.float32),
+      'is_first': np.array([1, 0, 0], bool), 'is_last': np.array([0, 0, 1], bool),
+      'is_terminal': np.zeros(n, bool), 'text': np.array(['a', 'bb', 'ccc'], dtype=object),
+      'ragged': ragged, 'big': rng.integers(0, 255, (n, 70, 70), dtype=np.uint8),
+  }
+  episode = Episode(steps=steps, metadata={'tag': 'x', 'seed': 3})
+  ours = serialization.EpisodeSerializer(feature_dict).serialize(episode)
+  reference = example_serializer.ExampleSerializer(feature_dict.get_serialized_info())
+  theirs = reference.serialize_example(feature_dict.encode_example(episode.as_example()))
+  assert tf_example_pb2.Example.FromString(ours) == tf_example_pb2.Example.FromString(theirs)
+
+
+def test_cartpole_round_trip_with_metadata(tmp_path):
+  env = Tape(envs.make('gymnasium:CartPole-v1', seed=0))
+  writer = rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env, max_episodes_per_shard=2)
+
+  def step_fn(timestep, action, environment):  # Text and a variable-length field (envlogger#14).
+    count = 0 if action is None else int(action) + 1
+    return {'note': f'step{count}', 'tokens': np.arange(count, dtype=np.int32)}
+
+  _run(env, writer, episodes=5, step_fn=step_fn,
+       episode_fn=lambda timestep, action, environment: {'source': 'test', 'seed': 0},
+       max_steps=12, discard=(1,))
+  got = read_episodes_stepwise(tmp_path)
+  kept = [e for i, e in enumerate(env.episodes) if i != 1]
+  assert len(got) == 4 and writer.num_episodes_written == 4
+  for episode, taped in zip(got, kept):
+    assert_matches_tape(episode, taped)
+    assert episode['source'] == b'test'
+    expected = [0] + [int(a) + 1 for _, a in taped[1:]]
+    assert [n.decode() for n in episode['steps']['note']] == [f'step{c}' for c in expected]
+    tokens = episode['steps']['tokens']
+    assert [len(t) for t in tokens] == expected  # Final step keeps its own metadata.
+  assert any(e['steps']['is_terminal'][-1] for e in got)
+  assert any(not e['steps']['is_terminal'][-1] for e in got)  # max_steps cut: truncated.
+  assert validation.validate_episodes(got).ok
+  builder = tfds.builder_from_directory(os.fspath(tmp_path))
+  assert builder.info.splits['train'].shard_lengths == [2, 2]
+
+
+def test_close_is_idempotent_and_metadata_per_shard(tmp_path, monkeypatch):
+  writes = []
+  original = shards.ShardedDatasetWriter.write_metadata
+  monkeypatch.setattr(shards.ShardedDatasetWriter, 'write_metadata',
+                      lambda self: (writes.append(1), original(self)))
+  env = envs.make('gymnasium:CartPole-v1', seed=1)
+  writer = rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env, max_episodes_per_shard=4)
+  _run(env, writer, episodes=8)
+  writer.close()
+  writer.close()
+  del writer  # __del__ closes again: nothing more is written.
+  # One at creation, one per completed shard; closing with no open shard writes nothing.
+  assert len(writes) == 3
+  assert tfds.builder_from_directory(os.fspath(tmp_path)).info.splits['train'].num_examples == 8
+
+
+def test_append_to_existing_dataset(tmp_path):
+  for seed in (0, 1):
+    env = envs.make('gymnasium:CartPole-v1', seed=seed)
+    _run(env, rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env), episodes=3, seed=seed)
+  assert len(read_episodes(tmp_path)) == 6
+  assert rlds_suite.validate(tmp_path).ok
+  other = envs.make('atari:Pong', seed=0, max_episode_steps=3)
+  with pytest.raises(errors.SpecMismatchError):
+    _run(other, rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=other), episodes=1)
+
+
+def test_pong_frames_round_trip(tmp_path):
+  env = Tape(envs.make('atari:Pong', seed=0, max_episode_steps=15))
+  writer = rlds_suite.RLDSWriter(tmp_path, name='pong', env=env,
+                                 image_fields=envs.image_fields(env))
+  _run(env, writer, episodes=2)
+  builder = tfds.builder_from_directory(os.fspath(tmp_path))
+  assert isinstance(builder.info.features['steps']['observation'], tfds.features.Image)
+  got = read_episodes(tmp_path)
+  assert len(got) == 2
+  for episode, taped in zip(got, env.episodes):
+    assert len(taped) == 16
+    assert_matches_tape(episode, taped)
+    assert not episode['steps']['is_terminal'][-1]  # Time limit: truncation.
+
+
+def test_dm_control_pixels_round_trip(tmp_path):
+  env = Tape(envs.make('dm_control:cartpole-swingup', seed=0, pixels=True, pixels_only=False,
+                       time_limit=0.1, render_frames=True))
+  writer = rlds_suite.RLDSWriter(tmp_path, name='swingup', env=env,
+                                 image_fields=envs.image_fields(env))
+  _run(env, writer, episodes=2, step_fn=envs.frame_step_fn)
+  env.close()
+  got = read_episodes(tmp_path)
+  assert len(got) == 2
+  for episode, taped in zip(got, env.episodes):
+    assert len(taped) == 11
+    assert episode['steps']['frame'].shape == (11, 84, 84, 3)
+    for key in ('pixels', 'position', 'velocity'):
+      np.testing.assert_array_equal(episode['steps']['observation'][key],
+                                    np.stack([t.observation[key] for t, _ in taped]))
+    np.testing.assert_allclose(episode['steps']['reward'][:-1],
+                               [t.reward for t, _ in taped[1:]], rtol=1e-6)
+    assert not episode['steps']['is_terminal'][-1]
+  assert rlds_suite.validate(tmp_path).ok
