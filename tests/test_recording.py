@@ -146,9 +146,11 @@ def test_dm_control_pixels_round_trip(tmp_path):
   for episode, taped in zip(got, env.episodes):
     assert len(taped) == 11
     assert episode['steps']['frame'].shape == (11, 84, 84, 3)
-    for key in ('pixels', 'position', 'velocity'):
-      np.testing.assert_array_equal(episode['steps']['observation'][key],
-                                    np.stack([t.observation[key] for t, _ in taped]))
+    np.testing.assert_array_equal(episode['steps']['observation']['pixels'],
+                                  np.stack([t.observation['pixels'] for t, _ in taped]))
+    for key in ('position', 'velocity'):  # TFDS stores float64 in a float32 list.
+      np.testing.assert_allclose(episode['steps']['observation'][key],
+                                 np.stack([t.observation[key] for t, _ in taped]), rtol=1e-6)
     np.testing.assert_allclose(episode['steps']['reward'][:-1],
                                [t.reward for t, _ in taped[1:]], rtol=1e-6)
     assert not episode['steps']['is_terminal'][-1]
