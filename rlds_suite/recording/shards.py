@@ -77,7 +77,7 @@ class ShardedDatasetWriter:
 
   def write(self, serialized: bytes) -> None:
     if self._writer is None:
-      self._writer = tf.io.TFRecordWriter(self._shard_path(len(self._shard_lengths)) + _IN_PROGRESS)
+      self._writer = tf.io.TFRecordWriter(_in_progress(self._shard_path(len(self._shard_lengths))))
     self._writer.write(serialized)
     self._shard_examples += 1
     self._shard_bytes += len(serialized)
@@ -90,8 +90,8 @@ class ShardedDatasetWriter:
     self._writer.close()
     self._writer = None
     final = self._shard_path(len(self._shard_lengths))
-    _fsync(final + _IN_PROGRESS)
-    os.replace(final + _IN_PROGRESS, final)
+    _fsync(_in_progress(final))
+    os.replace(_in_progress(final), final)
     self._shard_lengths.append(self._shard_examples)
     self._num_bytes += self._shard_bytes
     self._shard_examples = self._shard_bytes = 0
@@ -124,7 +124,7 @@ class ShardedDatasetWriter:
     """Drops what a killed run left unfinished: open shards and staged metadata."""
     for filename in os.listdir(self.directory):
       path = os.path.join(self.directory, filename)
-      if filename.endswith(_IN_PROGRESS):
+      if filename.startswith('.') and filename.endswith(_IN_PROGRESS):
         os.remove(path)
       elif filename.startswith('.metadata-') and os.path.isdir(path):
         shutil.rmtree(path, ignore_errors=True)
@@ -161,6 +161,11 @@ def _check_compatible(info: tfds.core.DatasetInfo, name: str,
     raise errors.SpecMismatchError(
         f'cannot append: features differ.\nexisting: {info.features!r}\nnew: {features!r}',
         path=directory, field='features.json')
+
+
+def _in_progress(path: str) -> str:
+  """The hidden name a shard has while it is written."""
+  return os.path.join(os.path.dirname(path), '.' + os.path.basename(path) + _IN_PROGRESS)
 
 
 def _fsync(path: str) -> None:

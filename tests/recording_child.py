@@ -1,0 +1,56 @@
+"""Child process for tests/test_recording_signals.py: records forever into argv[1].
+
+Episodes of a counting environment terminate after 50 actions (discount 0); each step sleeps 1 ms so
+the parent can signal mid-episode. argv[2]: max episodes per shard. Appends one line per started
+episode to argv[1] + '.progress'.
+"""
+
+import sys
+import time
+
+import dm_env
+from dm_env import specs
+import numpy as np
+
+import rlds_suite
+
+
+class Counter(dm_env.Environment):
+  LENGTH = 50
+
+  def __init__(self):
+    self._t = 0
+
+  def reset(self):
+    self._t = 0
+    return dm_env.restart(np.float32(0))
+
+  def step(self, action):
+    self._t += 1
+    time.sleep(0.001)
+    if self._t >= self.LENGTH:
+      return dm_env.termination(1.0, np.float32(self._t))
+    return dm_env.transition(1.0, np.float32(self._t))
+
+  def observation_spec(self):
+    return specs.Array((), np.float32)
+
+  def action_spec(self):
+    return specs.DiscreteArray(2)
+
+
+def main():
+  directory, per_shard = sys.argv[1], int(sys.argv[2])
+  progress = open(directory + '.progress', 'a', buffering=1)
+
+  def policy(timestep):
+    if timestep.first():
+      progress.write('episode\n')
+    return 0
+
+  rlds_suite.record(Counter(), policy, episodes=10**6, data_dir=directory, name='counter',
+                    max_episodes_per_shard=per_shard, progress=False)
+
+
+if __name__ == '__main__':
+  main()
