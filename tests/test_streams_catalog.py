@@ -44,3 +44,9 @@ def test_streams_resolve_registered_directories(tmp_path):
   batch = next(streams.as_numpy(streams.stream([{'type': 'random'}], catalog=cat, batch_size=2,
                                                seed=0)))
   assert batch['observation'].shape == (2, 3)
+
+
+def test_d4rl_rows_use_dataset_ids():
+  resolved = catalog.Catalog().resolve(
+      {'env_cfg': {'benchmark_name': 'd4rl', 'task_name': 'halfcheetah-medium-v2'}})
+  assert resolved.source == 'd4rl/halfcheetah-medium-v2'

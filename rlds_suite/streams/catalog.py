@@ -44,6 +44,9 @@ class BuilderFamily:
 BUILDER_FAMILIES: tuple[BuilderFamily, ...] = (
     BuilderFamily(DEMOS, 'magical', 'magical_demos', lambda config: config.task),
     BuilderFamily(DEMOS, 'gym', 'imitation_rollouts', lambda config: config.layout.env_id),
+    # D4RL tasks are named by their dataset ids ('halfcheetah-medium-v2'), as in D4RL itself.
+    BuilderFamily(DEMOS, 'd4rl', 'd4rl', lambda config: config.name),
+    BuilderFamily(DEMOS, 'd4rl_pybullet', 'd4rl_pybullet', lambda config: config.name),
 )
 
 
