@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Environment extras that pip extras cannot express. Idempotent and non-interactive.
+#  * apt: libegl1 libgl1 (headless MuJoCo rendering with MUJOCO_GL=egl, for dm_control pixels).
+#  * procgen: procgen-mirror declares numpy<2 and imports the old `gym`; installed with --no-deps
+#    together with gym3 and gym 0.26 (+ gym_notices), it works on numpy 2 (tests/test_envs.py).
+set -euo pipefail
+
+PYTHON="${PYTHON:-python3}"
+
+if command -v dpkg >/dev/null 2>&1; then
+  missing=()
+  for package in libegl1 libgl1; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+  done
+  if ((${#missing[@]})); then
+    if [[ "$(id -u)" == 0 ]]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+  fi
+fi
+
+if ! "$PYTHON" -c 'import procgen' >/dev/null 2>&1; then
+  "$PYTHON" -m pip install -q --no-deps procgen-mirror gym3 'gym==0.26.2' gym_notices
+fi
+"$PYTHON" -c 'from procgen import ProcgenGym3Env; ProcgenGym3Env(num=1, env_name="coinrun")' \
+  >/dev/null 2>&1 || { echo "setup_envs.sh: procgen does not load" >&2; exit 1; }
