@@ -42,7 +42,9 @@ class Trajectory:
   """One episode in standard alignment: row t is (o_t, a_t, r_t earned by a_t).
 
   `final_observation` is the observation after the last action, when the format kept it.
-  `step_metadata` leaves have one row per action; `metadata` is per episode.
+  `step_metadata` leaves have one row per action; `final_step_metadata` is the row of the final
+  observation's step when the format recorded one (zeros otherwise). `discounts`, one per action,
+  are the environment's own discounts when it reports them (1 otherwise). `metadata` is per episode.
   """
   observations: Nested
   actions: Nested
@@ -51,6 +53,8 @@ class Trajectory:
   final_observation: Optional[Nested] = None
   step_metadata: Mapping[str, Nested] = dataclasses.field(default_factory=dict)
   metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  discounts: Optional[np.ndarray] = None
+  final_step_metadata: Optional[Mapping[str, Nested]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,11 +193,16 @@ def to_episode(trajectory: Trajectory) -> Episode:
 
   observations, actions = trajectory.observations, trajectory.actions
   step_metadata = dict(trajectory.step_metadata)
+  if trajectory.final_step_metadata is not None and trajectory.final_observation is None:
+    raise errors.EpisodeBoundaryError('final-step metadata without a final observation',
+                                      field='step_metadata')
   if trajectory.final_observation is not None:
     observations = nested.append_row(observations, trajectory.final_observation)
     actions = nested.append_row(actions, nested.zeros_row(actions))
     rewards = nested.append_row(rewards, nested.zeros_row(rewards))
-    step_metadata = nested.append_row(step_metadata, nested.zeros_row(step_metadata))
+    final_row = trajectory.final_step_metadata
+    step_metadata = nested.append_row(
+        step_metadata, nested.zeros_row(step_metadata) if final_row is None else dict(final_row))
   num_steps = num_actions + (trajectory.final_observation is not None)
 
   terminated = trajectory.ending is Ending.TERMINATED
@@ -204,6 +213,11 @@ def to_episode(trajectory: Trajectory) -> Episode:
   is_terminal = np.zeros(num_steps, dtype=bool)
   is_terminal[-1] = terminated
   discount = np.ones(num_steps, dtype=np.float32)
+  if trajectory.discounts is not None:
+    native = np.asarray(trajectory.discounts, dtype=np.float32).reshape(-1)
+    _expect(len(native) == num_actions, fields.DISCOUNT, f'expected {num_actions} discounts')
+    _check_finite(native, fields.DISCOUNT)
+    discount[:num_actions] = native
   if terminated:
     discount[num_actions - 1] = 0.0  # The action that reached the absorbing state.
     discount[-1] = 0.0

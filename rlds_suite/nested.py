@@ -44,9 +44,15 @@ def zeros_row(structure: Nested) -> Nested:
 
 
 def append_row(structure: Nested, new_row: Nested) -> Nested:
-  return tree.map_structure(
-      lambda a, r: np.concatenate([a, np.asarray(r, dtype=a.dtype)[None]], axis=0), structure,
-      new_row)
+  return tree.map_structure(_append, structure, new_row)
+
+
+def _append(column: np.ndarray, value: Any) -> np.ndarray:
+  if column.dtype == object:  # One opaque value per row (strings, variable-length arrays).
+    cell = np.empty(1, dtype=object)
+    cell[0] = value
+    return np.concatenate([column, cell])
+  return np.concatenate([column, np.asarray(value, dtype=column.dtype)[None]], axis=0)
 
 
 def concat_rows(structures: Sequence[Nested]) -> Nested:

@@ -1,5 +1,7 @@
 """The episode model: boundary rules, native layouts, and exact round trips to transitions/dicts."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -171,3 +173,17 @@ def test_round_trip_native_to_rlds_to_dict_is_exact(lengths, terminal, dict_obs,
     expected_terminal[-1] = was_terminal
     np.testing.assert_array_equal(transitions[fields.IS_TERMINAL], expected_terminal)
     np.testing.assert_array_equal(transitions[fields.DISCOUNT], 1.0 - expected_terminal)
+
+
+def test_native_discounts_and_final_step_metadata_are_kept():
+  trajectory = episodes.Trajectory(
+      observations=np.zeros((2, 1)), actions=np.array([1, 2]), rewards=np.array([1., 1.]),
+      ending=Ending.TRUNCATED, final_observation=np.ones(1), discounts=np.array([.5, .9]),
+      step_metadata={'note': np.array(['a', 'bb'], dtype=object), 'x': np.array([1., 2.])},
+      final_step_metadata={'note': 'ccc', 'x': 3.})
+  steps = episodes.to_episode(trajectory).steps
+  np.testing.assert_allclose(steps[fields.DISCOUNT], [.5, .9, 1.])
+  assert list(steps['note']) == ['a', 'bb', 'ccc']
+  np.testing.assert_array_equal(steps['x'], [1., 2., 3.])
+  terminated = dataclasses.replace(trajectory, ending=Ending.TERMINATED)
+  np.testing.assert_allclose(episodes.to_episode(terminated).steps[fields.DISCOUNT], [.5, 0., 0.])

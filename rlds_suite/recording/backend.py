@@ -263,16 +263,18 @@ def episode_from_steps(steps: Sequence[step_data.StepData], metadata: Any = None
       observations=_stack([step_features_lib.tuples_as_dicts(s.timestep.observation) for s in steps[:-1]]),
       actions=_stack([step_features_lib.tuples_as_dicts(s.action) for s in steps[1:]]),
       rewards=_stack([s.timestep.reward for s in steps[1:]]),
+      discounts=np.array([_scalar_discount(s.timestep.discount) for s in steps[1:]], np.float32),
       ending=Ending.TERMINATED if terminated else Ending.TRUNCATED,
       final_observation=nested.as_arrays(step_features_lib.tuples_as_dicts(last.observation)),
       step_metadata=_stack(custom[:-1]) if has_custom else {},
+      final_step_metadata=custom[-1] if has_custom else None,
       metadata=_as_episode_metadata(metadata))
-  episode = to_episode(trajectory)
-  if has_custom:
-    # to_episode zero-fills the final step's metadata; EnvLogger recorded it for the final timestep.
-    for key in custom[-1]:
-      episode.steps[key] = _replace_last_row(episode.steps[key], custom[-1][key])
-  return episode
+  return to_episode(trajectory)
+
+
+def _scalar_discount(discount: Any) -> float:
+  """dm_env discounts may be None (FIRST) or arrays; RLDS keeps one scalar per step."""
+  return 1.0 if discount is None else float(np.min(discount))
 
 
 def _as_metadata_dict(custom_data: Any) -> dict[str, Any]:
@@ -306,13 +308,3 @@ def _stack(rows: Sequence[Any]) -> Any:
   for index, row in enumerate(rows):
     stacked[index] = row if isinstance(row, (str, bytes)) else np.asarray(row)
   return stacked
-
-
-def _replace_last_row(column: Any, value: Any) -> Any:
-  if isinstance(column, Mapping):
-    return {key: _replace_last_row(column[key], value[key]) for key in column}
-  if column.dtype == object:
-    column = column.copy()
-    column[-1] = value if isinstance(value, (str, bytes)) else np.asarray(value)
-    return column
-  return np.concatenate([column[:-1], np.asarray(value, dtype=column.dtype)[None]])
