@@ -1,6 +1,6 @@
 """D4RL conversion speed: rlds_suite's d4rl builder vs TFDS's own D4RL code, same file, same run.
 
-  python benchmarks/build_d4rl.py [--steps 1000000] [--repeats 3] [--encode_repeats 1] [--no_prepare]
+  python benchmarks/build_d4rl.py [--steps 1000000] [--repeats 3] [--encode_repeats 2] [--no_prepare]
 
 Writes a D4RL-style HDF5 file shaped like walker2d_random-v2 (obs float32[17], actions float32[6],
 rewards, terminals (some random), timeouts every 1000 steps of an episode, next_observations,
@@ -11,7 +11,8 @@ rows/s for:
   (b) generation + TFDS feature encoding + tf.train.Example serialization, each with its own
       builder's features (ours: d4rl/walker2d-random-v2; TFDS: d4rl_mujoco_walker2d/v2-random);
   (c) ours end to end: download_and_prepare from a manual dir (writing shards, shuffling, stats).
-Each timing is the best of its repeats, after one warm-up example (lazy TensorFlow imports).
+Each timing is the best of its repeats, which alternate between ours and TFDS's, after one
+warm-up example each (lazy TensorFlow imports).
 """
 
 from __future__ import annotations
@@ -68,19 +69,27 @@ def write_file(path: pathlib.Path, steps: int, seed: int = 0) -> int:
   return int((terminals | timeouts).sum() + (not (terminals[-1] or timeouts[-1])))
 
 
-def timed(examples: Callable[[], Iterable], per_example: Callable = lambda example: None,
-          repeats: int = 1) -> tuple[float, int]:
-  """Best-of-`repeats` seconds to consume all examples (applying `per_example`), and their count."""
-  per_example(next(iter(examples()))[1])  # Warm-up: lazy imports, first-call caches.
-  best, count = float('inf'), 0
+def consume(examples: Iterable, per_example: Callable) -> tuple[float, int]:
+  """Seconds to consume all examples, applying `per_example` to each, and their count."""
+  start = time.perf_counter()
+  count = 0
+  for _, example in examples:
+    per_example(example)
+    count += 1
+  return time.perf_counter() - start, count
+
+
+def compare(pipelines: dict[str, tuple[Callable[[], Iterable], Callable]],
+            repeats: int) -> dict[str, tuple[float, int]]:
+  """Best-of-`repeats` (seconds, examples) per pipeline; repeats alternate between pipelines so that
+  load from other processes hits both alike. One warm-up example each first (lazy imports)."""
+  for examples, per_example in pipelines.values():
+    per_example(next(iter(examples()))[1])
+  best = {label: (float('inf'), 0) for label in pipelines}
   for _ in range(repeats):
-    start = time.perf_counter()
-    count = 0
-    for _, example in examples():
-      per_example(example)
-      count += 1
-    best = min(best, time.perf_counter() - start)
-  return best, count
+    for label, (examples, per_example) in pipelines.items():
+      best[label] = min(best[label], consume(examples(), per_example))
+  return best
 
 
 def encoder(features: tfds.features.FeaturesDict) -> Callable:
@@ -92,7 +101,7 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--steps', type=int, default=1_000_000)
   parser.add_argument('--repeats', type=int, default=3, help='for (a)')
-  parser.add_argument('--encode_repeats', type=int, default=1, help='for (b)')
+  parser.add_argument('--encode_repeats', type=int, default=2, help='for (b)')
   parser.add_argument('--no_prepare', action='store_true', help='skip (c)')
   args = parser.parse_args()
 
@@ -111,20 +120,20 @@ def main() -> None:
     ours_examples = lambda: ours._generate_examples(path)  # pylint: disable=protected-access
     tfds_examples = lambda: dataset_utils.generate_examples(str(path))
 
-    rows = {}
-    for label, examples, per_example, repeats in [
-        ('(a) generate        ours', ours_examples, lambda example: None, args.repeats),
-        ('(a) generate        tfds', tfds_examples, lambda example: None, args.repeats),
-        ('(b) gen+encode+ser. ours', ours_examples, encoder(ours.info.features),
-         args.encode_repeats),
-        ('(b) gen+encode+ser. tfds', tfds_examples, encoder(theirs.info.features),
-         args.encode_repeats),
-    ]:
-      seconds, count = timed(examples, per_example, repeats)
-      rows[label] = args.steps / seconds
-      print(f'{label}: {seconds:8.2f}s  {rows[label]:12,.0f} rows/s  ({count} episodes)')
-    for stage in ('(a) generate       ', '(b) gen+encode+ser.'):
-      print(f'{stage} speed-up ours/tfds: {rows[stage + " ours"] / rows[stage + " tfds"]:.2f}x')
+    skip = lambda example: None
+    stages = {
+        '(a) generate': ({'ours': (ours_examples, skip), 'tfds': (tfds_examples, skip)},
+                         args.repeats),
+        '(b) generate + encode + serialize': (
+            {'ours': (ours_examples, encoder(ours.info.features)),
+             'tfds': (tfds_examples, encoder(theirs.info.features))}, args.encode_repeats),
+    }
+    for stage, (pipelines, repeats) in stages.items():
+      best = compare(pipelines, repeats)
+      for label, (seconds, count) in best.items():
+        print(f'{stage} {label}: {seconds:8.2f}s {args.steps / seconds:12,.0f} rows/s '
+              f'({count} episodes)')
+      print(f'{stage} speed-up ours/tfds: {best["tfds"][0] / best["ours"][0]:.2f}x')
 
     if not args.no_prepare:
       builder = d4rl_dataset_builder.Builder(config=CONFIG, data_dir=os.path.join(tmp, 'prepared'))

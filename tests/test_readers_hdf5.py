@@ -1,0 +1,103 @@
+"""rlds_suite.readers.hdf5: one-read array access with typed errors, and the parallel gzip path."""
+
+import h5py
+import numpy as np
+import pytest
+
+from rlds_suite import errors
+from rlds_suite.readers import hdf5
+
+
+@pytest.fixture
+def always_parallel(monkeypatch):
+  monkeypatch.setattr(hdf5, 'PARALLEL_READ_BYTES', 0)
+
+
+def write(path, **datasets):
+  with h5py.File(path, 'w') as f:
+    for key, (data, options) in datasets.items():
+      f.create_dataset(key, data=data, **options)
+  return path
+
+
+ARRAYS = {
+    'columns': np.arange(1003 * 7, dtype=np.float32).reshape(1003, 7) / 3,
+    'flags': np.arange(1003) % 3 == 0,
+    'doubles': np.linspace(-1, 1, 2005).reshape(401, 5),
+    'ints': np.arange(-500, 503, dtype=np.int64),
+}
+
+
+@pytest.mark.parametrize('key', sorted(ARRAYS))
+def test_parallel_gzip_read_equals_h5py(tmp_path, always_parallel, key):
+  # Chunks that do not divide the shape: edge chunks are cropped.
+  chunks = (100,) + ARRAYS[key].shape[1:2] if ARRAYS[key].ndim == 1 else (64, 2)
+  path = write(tmp_path / 'a.hdf5', x=(ARRAYS[key], dict(compression='gzip', chunks=chunks)))
+  with h5py.File(path, 'r') as f:
+    assert hdf5._read_deflated(f['x']) is not None  # pylint: disable=protected-access
+    array = hdf5.read_array(f, 'x', ranks=(1, 2))
+  np.testing.assert_array_equal(array, ARRAYS[key])
+  assert array.dtype == ARRAYS[key].dtype
+
+
+@pytest.mark.parametrize('options', [
+    dict(),  # Contiguous.
+    dict(compression='gzip', shuffle=True),
+    dict(compression='lzf'),
+    dict(chunks=(10, 7)),  # Chunked without compression.
+])
+def test_other_layouts_are_read_by_h5py(tmp_path, always_parallel, options):
+  path = write(tmp_path / 'a.hdf5', x=(ARRAYS['columns'], options))
+  with h5py.File(path, 'r') as f:
+    assert hdf5._read_deflated(f['x']) is None  # pylint: disable=protected-access
+    np.testing.assert_array_equal(hdf5.read_array(f, 'x', ranks=(2,)), ARRAYS['columns'])
+
+
+def test_unwritten_chunks_fall_back_to_fill_values(tmp_path, always_parallel):
+  path = tmp_path / 'a.hdf5'
+  with h5py.File(path, 'w') as f:
+    f.create_dataset('x', shape=(100,), dtype=np.float32, chunks=(10,), compression='gzip',
+                     fillvalue=7)
+    f['x'][:10] = 1
+  with h5py.File(path, 'r') as f:
+    array = hdf5.read_array(f, 'x', ranks=(1,))
+  np.testing.assert_array_equal(array, np.r_[np.ones(10), np.full(90, 7)])
+
+
+def test_damaged_chunk_data(tmp_path, always_parallel):
+  big = np.random.default_rng(0).standard_normal((20000, 4))
+  path = write(tmp_path / 'a.hdf5', x=(big, dict(compression='gzip', chunks=(1000, 4))))
+  data = bytearray(path.read_bytes())
+  with h5py.File(path, 'r') as f:
+    chunks = []
+    f['x'].id.chunk_iter(chunks.append)
+  middle = chunks[-1].byte_offset + chunks[-1].size // 2
+  data[middle:middle + 64] = bytes(64)  # The file keeps its size; one chunk's stream is broken.
+  path.write_bytes(bytes(data))
+  with pytest.raises(errors.CorruptFileError) as raised:
+    with hdf5.open_file(path) as f:
+      hdf5.read_array(f, 'x', ranks=(2,))
+  assert raised.value.field == 'x' and raised.value.path == str(path)
+
+
+def test_schema_errors_name_the_dataset(tmp_path):
+  path = write(tmp_path / 'a.hdf5', x=(ARRAYS['columns'], {}), s=(np.array([b'a', b'b']), {}))
+  with hdf5.open_file(path) as f:
+    with pytest.raises(errors.SchemaError, match='missing') as raised:
+      hdf5.read_array(f, 'absent', ranks=(1,))
+    assert raised.value.field == 'absent'
+    with pytest.raises(errors.SchemaError, match='rank'):
+      hdf5.read_array(f, 'x', ranks=(1,))
+    with pytest.raises(errors.SchemaError, match='dtype'):
+      hdf5.read_array(f, 's', ranks=(1,))
+  assert sorted(hdf5.dataset_names(h5py.File(path, 'r'))) == ['s', 'x']
+
+
+def test_open_file_errors(tmp_path):
+  with pytest.raises(errors.EmptyInputError):
+    with hdf5.open_file(tmp_path / 'absent.hdf5'):
+      pass
+  (tmp_path / 'text.hdf5').write_text('not hdf5')
+  with pytest.raises(errors.CorruptFileError, match='HDF5'):
+    with hdf5.open_file(tmp_path / 'text.hdf5'):
+      pass
