@@ -10,6 +10,7 @@ import tensorflow_datasets as tfds
 
 from rlds_suite import errors
 from rlds_suite import fields
+from rlds_suite import nested
 from rlds_suite import validation
 from rlds_suite.episodes import Episode
 
@@ -75,7 +76,18 @@ def episodes(source: Source, split: Optional[str] = None,
 
 
 def numpy_episodes(dataset: tf.data.Dataset) -> Iterator[dict[str, Any]]:
-  """Episodes as numpy dicts whose 'steps' hold one array row per step."""
+  """Episodes as numpy dicts whose 'steps' hold one array row per step.
+
+  Step fields of varying shape (e.g. variable-length sequences) become object arrays with one
+  value per step.
+  """
+  step_specs = tf.nest.flatten(dataset.element_spec[fields.STEPS].element_spec)
+  if not all(spec.shape.is_fully_defined() for spec in step_specs):
+    for episode in dataset:
+      rows = list(tfds.as_numpy(episode[fields.STEPS]))
+      metadata = {k: v for k, v in episode.items() if k != fields.STEPS}
+      yield {**tfds.as_numpy(metadata), fields.STEPS: nested.stack_rows_allowing_ragged(rows)}
+    return
 
   def batch_steps(episode):
     steps = episode[fields.STEPS]

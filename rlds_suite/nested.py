@@ -64,6 +64,22 @@ def stack_rows(rows: Sequence[Nested]) -> Nested:
   return tree.map_structure(lambda *parts: np.stack(parts, axis=0), *rows)
 
 
+def stack_rows_allowing_ragged(rows: Sequence[Nested]) -> Nested:
+  """Like stack_rows, but a leaf whose rows differ in shape (or hold strings) becomes an object
+  array with one value per row."""
+  return tree.map_structure(_stack_leaf, *rows)
+
+
+def _stack_leaf(*values: Any) -> np.ndarray:
+  arrays = [np.asarray(v) for v in values]
+  if len({a.shape for a in arrays}) == 1 and arrays[0].dtype.kind not in 'USO':
+    return np.stack(arrays)
+  stacked = np.empty(len(values), dtype=object)
+  for index, value in enumerate(values):
+    stacked[index] = value if isinstance(value, (str, bytes)) else np.asarray(value)
+  return stacked
+
+
 def spec_of(structure: Nested) -> Nested:
   """(row shape, dtype) of each leaf: what a step of this structure looks like."""
   return tree.map_structure(lambda a: (tuple(a.shape[1:]), np.dtype(a.dtype)), structure)

@@ -68,25 +68,3 @@ def assert_matches_tape(episode: dict, taped: list, observation=lambda o: o) -> 
   if terminated:
     expected_discount[-2:] = 0
   np.testing.assert_array_equal(steps['discount'], expected_discount)
-
-
-def read_episodes_stepwise(directory) -> list[dict]:
-  """Episodes read step by step (`datasets.numpy_episodes` batches steps, which variable-length
-  step fields cannot be); ragged fields become object arrays of per-step arrays."""
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  import tree  # pylint: disable=g-import-not-at-top
-  episodes = []
-  for episode in tfds.as_numpy(datasets.episodes(directory)):
-    steps = list(episode['steps'])
-
-    def column(*rows):
-      if len({np.shape(r) for r in rows}) == 1:
-        return np.stack(rows)
-      out = np.empty(len(rows), dtype=object)
-      for i, r in enumerate(rows):
-        out[i] = r
-      return out
-
-    episodes.append({**{k: v for k, v in episode.items() if k != 'steps'},
-                     'steps': tree.map_structure(column, *steps)})
-  return episodes
