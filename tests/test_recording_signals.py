@@ -32,6 +32,13 @@ def _wait_for_episodes(directory, process, count, timeout=120):
   raise AssertionError('child did not record in time')
 
 
+def _wait_for_files(directory, process, count, timeout=60):
+  deadline = time.time() + timeout
+  while len(_data_files(directory)) < count:
+    assert process.poll() is None and time.time() < deadline, 'child wrote no shards in time'
+    time.sleep(0.05)
+
+
 def _shard_lengths(directory):
   return list(tfds.builder_from_directory(os.fspath(directory)).info.splits['train'].shard_lengths)
 
@@ -43,7 +50,8 @@ def _data_files(directory):
 def test_sigkill_leaves_completed_shards_loadable(tmp_path):
   directory = tmp_path / 'ds'
   process = _start(directory, per_shard=2)
-  _wait_for_episodes(directory, process, 6)  # At least two shards complete, one episode in flight.
+  _wait_for_episodes(directory, process, 6)  # Five episodes complete, one in flight.
+  _wait_for_files(directory, process, 2)  # Episodes are written by a background thread.
   process.send_signal(signal.SIGKILL)
   process.wait()
   lengths = _shard_lengths(directory)

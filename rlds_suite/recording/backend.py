@@ -4,11 +4,15 @@
     with envlogger.EnvLogger(env, backend=writer) as logged_env:
       ...
 
-Steps of the episode in flight are kept as EnvLogger `StepData`; when the episode is over (the
-next reset, `close()`, or a signal) they become a `Trajectory` ending as the last timestep says
-(discount 0 -> terminated, otherwise truncated) and go through `rlds_suite.episodes.to_episode`,
-the one place with boundary rules. Episodes are serialized into shards by a `ShardedDatasetWriter`,
-which makes every completed shard durable; metadata is written per completed shard and at close.
+The environment loop only appends EnvLogger `StepData` to the episode in flight, as EnvLogger's
+in-memory backend does. When the episode is over (the next reset, `close()`, or a signal) its steps
+are queued for one background thread (`BackgroundWorker`), which turns them into a `Trajectory`
+ending as the last timestep says (discount 0 -> terminated, otherwise truncated), passes it through
+`rlds_suite.episodes.to_episode` (the one place with boundary rules), serializes it (image
+encoding releases the GIL, so it overlaps with the environment) and appends it to a
+`ShardedDatasetWriter`, which makes every completed shard durable; metadata is written per
+completed shard and at close. `checkpoint` and `close` drain the queue first; an error in the
+thread is raised by the next recording call, `checkpoint` or `close`.
 
 Only the public `BackendWriter` API (`_record_step`, `set_episode_metadata`, `close`, the
 constructor's `metadata`/`scheduler`) is used, so the class works with envlogger 1.2 and 1.3.
@@ -16,8 +20,10 @@ constructor's `metadata`/`scheduler`) is used, so the class works with envlogger
 
 from __future__ import annotations
 
-import os
+import atexit
 import contextlib
+import os
+import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import dm_env
@@ -31,6 +37,7 @@ from rlds_suite import features as features_lib
 from rlds_suite import fields
 from rlds_suite import nested
 from rlds_suite.episodes import Ending, Episode, Trajectory, to_episode
+from rlds_suite.recording import background
 from rlds_suite.recording import serialization
 from rlds_suite.recording import shards
 from rlds_suite.recording import step_features as step_features_lib
@@ -51,7 +58,8 @@ class RLDSWriter(backend_writer.BackendWriter):
   episode's values.
 
   A shard is completed after `max_episodes_per_shard` episodes or `max_bytes_per_shard` bytes,
-  whichever comes first; a killed process loses at most the open shard.
+  whichever comes first; a killed process loses at most the open shard and the episodes queued
+  for writing (at most `max_pending_episodes`, which also bounds the memory they hold).
   """
 
   def __init__(self,
@@ -71,6 +79,7 @@ class RLDSWriter(backend_writer.BackendWriter):
                max_episodes_per_shard: int = 100,
                max_bytes_per_shard: int = 256 << 20,
                dataset_metadata: Optional[Mapping[str, Any]] = None,
+               max_pending_episodes: int = 4,
                **base_kwargs):
     super().__init__(**base_kwargs)
     self._closed = True  # Until construction succeeds; makes __del__ harmless.
@@ -97,19 +106,27 @@ class RLDSWriter(backend_writer.BackendWriter):
     self._episode_metadata: Any = None
     self.num_episodes_written = 0
     self.num_episodes_discarded = 0
+    self._worker = background.BackgroundWorker(f'RLDSWriter({self.data_directory})',
+                                               max_pending_episodes)
+    self._close_at_exit = _close_at_exit(self)
+    atexit.register(self._close_at_exit)
     self._closed = False
 
   # EnvLogger's BackendWriter interface.
 
   def _record_step(self, data: step_data.StepData, is_new_episode: bool) -> None:
+    steps = self._steps  # One read: a signal handler may hand the episode off in between.
+    if not is_new_episode and not self._closed and self._worker.error is None:
+      if steps is not None:
+        steps.append(data)
+      return
     with self._operation():
       self._check_open()
+      self._worker.raise_error()
       if is_new_episode:
         self._write_episode_in_flight()
         self._steps = [data]
         self._episode_metadata = None
-      elif self._steps is not None:
-        self._steps.append(data)
 
   def set_episode_metadata(self, data: Any) -> None:
     with self._operation():
@@ -119,15 +136,24 @@ class RLDSWriter(backend_writer.BackendWriter):
   def close(self) -> None:
     """Writes the episode in flight (truncated unless it ended), the open shard and the metadata.
 
-    Idempotent: later calls (EnvLogger.close, __del__) do nothing.
+    Waits for the queued episodes. Idempotent: later calls (EnvLogger.close, __del__) do nothing.
+    Raises the background thread's error, if any.
     """
     if self._closed:
       return
     with self._operation():
       self._closed = True
-      self._write_episode_in_flight()
-      if self._shards is not None:
-        self._shards.close()
+      atexit.unregister(self._close_at_exit)
+      try:
+        self._write_episode_in_flight()
+        self._worker.submit(self._close_shards)
+      finally:
+        try:
+          self._worker.close()
+        except BaseException:
+          with contextlib.suppress(Exception):  # The thread's own error is the one to raise.
+            self._close_shards()  # Keeps the episodes written before the failure.
+          raise
 
   # rlds_suite additions.
 
@@ -141,14 +167,15 @@ class RLDSWriter(backend_writer.BackendWriter):
 
   def checkpoint(self, include_episode_in_flight: bool = False) -> None:
     """Completes the open shard and writes metadata now (pre-emption). With
-    `include_episode_in_flight`, the unfinished episode is first written, truncated."""
+    `include_episode_in_flight`, the unfinished episode is first written, truncated. Episodes
+    queued before are written first; returns when all of it is on disk."""
     with self._operation():
       if self._closed:
         return
       if include_episode_in_flight:
         self._write_episode_in_flight()
-      if self._shards is not None:
-        self._shards.finish_shard()
+      self._worker.submit(self._finish_shard)
+      self._worker.wait()
 
   @property
   def episode_in_flight_steps(self) -> int:
@@ -185,10 +212,17 @@ class RLDSWriter(backend_writer.BackendWriter):
       raise errors.RLDSSuiteError('the writer is closed', path=self.data_directory)
 
   def _write_episode_in_flight(self) -> None:
+    """Queues the episode in flight for the background thread."""
     steps, metadata = self._steps, self._episode_metadata
     self._steps, self._episode_metadata = None, None
     if steps is None or len(steps) < 2:
       return  # No action was taken: nothing to write.
+    steps = tuple(steps)  # Later appends (after a signal handler's hand-off) cannot reach it.
+    self._worker.submit(lambda: self._write_episode(steps, metadata))
+
+  # Jobs of the background thread.
+
+  def _write_episode(self, steps: Sequence[step_data.StepData], metadata: Any) -> None:
     episode = episode_from_steps(steps, metadata)
     if self._serializer is None:
       self._open(episode)
@@ -198,6 +232,14 @@ class RLDSWriter(backend_writer.BackendWriter):
     if (self._shards.open_shard_examples >= self._max_episodes or
         self._shards.open_shard_bytes >= self._max_bytes):
       self._shards.finish_shard()
+
+  def _finish_shard(self) -> None:
+    if self._shards is not None:
+      self._shards.finish_shard()
+
+  def _close_shards(self) -> None:
+    if self._shards is not None:
+      self._shards.close()
 
   def _open(self, episode: Episode) -> None:
     """Fixes the features from the declarations and the first episode, and opens the directory."""
@@ -225,6 +267,18 @@ class RLDSWriter(backend_writer.BackendWriter):
           self.data_directory, name=self._name, features=feature_dict, version=self._version,
           split=self._split, description=self._description, metadata=self._dataset_metadata)
       self._serializer = serialization.EpisodeSerializer(self._shards.info.features)
+
+
+def _close_at_exit(writer: RLDSWriter) -> Callable[[], None]:
+  """An atexit hook closing `writer` (if still alive) while its daemon thread can still run."""
+  reference = weakref.ref(writer)
+
+  def close() -> None:
+    alive = reference()
+    if alive is not None:
+      alive.close()
+
+  return close
 
 
 def step_features_specs(env: Optional[dm_env.Environment], observation_spec: Any, action_spec: Any,
@@ -257,13 +311,15 @@ def episode_from_steps(steps: Sequence[step_data.StepData], metadata: Any = None
     raise errors.EpisodeBoundaryError('episode does not start with a FIRST timestep',
                                       field=fields.IS_FIRST)
   terminated = last.last() and last.discount is not None and float(np.min(last.discount)) == 0.0
-  custom = [_as_metadata_dict(s.custom_data) for s in steps]
+  has_custom = any(s.custom_data is not None for s in steps)
+  custom = [_as_metadata_dict(s.custom_data) for s in steps] if has_custom else []
   has_custom = any(c for c in custom)
+  acted = steps[1:]
   trajectory = Trajectory(
-      observations=_stack([step_features_lib.tuples_as_dicts(s.timestep.observation) for s in steps[:-1]]),
-      actions=_stack([step_features_lib.tuples_as_dicts(s.action) for s in steps[1:]]),
-      rewards=_stack([s.timestep.reward for s in steps[1:]]),
-      discounts=np.array([_scalar_discount(s.timestep.discount) for s in steps[1:]], np.float32),
+      observations=_column([s.timestep.observation for s in steps[:-1]]),
+      actions=_column([s.action for s in acted]),
+      rewards=_column([s.timestep.reward for s in acted]),
+      discounts=_discounts([s.timestep.discount for s in acted]),
       ending=Ending.TERMINATED if terminated else Ending.TRUNCATED,
       final_observation=nested.as_arrays(step_features_lib.tuples_as_dicts(last.observation)),
       step_metadata=_stack(custom[:-1]) if has_custom else {},
@@ -272,9 +328,26 @@ def episode_from_steps(steps: Sequence[step_data.StepData], metadata: Any = None
   return to_episode(trajectory)
 
 
-def _scalar_discount(discount: Any) -> float:
-  """dm_env discounts may be None (FIRST) or arrays; RLDS keeps one scalar per step."""
-  return 1.0 if discount is None else float(np.min(discount))
+def _column(values: Sequence[Any]) -> Any:
+  """One field's values, one per step -> stacked arrays. Rows of plain numbers or equal-shape
+  numeric arrays (the common case) stack in one call; anything else goes through `_stack`."""
+  if isinstance(values[0], (np.ndarray, np.generic, int, float)):
+    try:
+      stacked = np.asarray(values)
+    except ValueError:  # Rows differ in shape.
+      stacked = None
+    if stacked is not None and stacked.dtype.kind not in 'USO' and stacked.ndim == np.ndim(values[0]) + 1:
+      return stacked
+  return _stack([step_features_lib.tuples_as_dicts(v) for v in values])
+
+
+def _discounts(values: Sequence[Any]) -> np.ndarray:
+  """dm_env discounts may be None (FIRST) or arrays; RLDS keeps one scalar (the minimum) per step."""
+  if all(v is not None for v in values):
+    stacked = _column(values)
+    if isinstance(stacked, np.ndarray) and stacked.dtype.kind in 'biuf':
+      return stacked.reshape(len(values), -1).min(axis=1).astype(np.float32)
+  return np.array([1.0 if v is None else float(np.min(v)) for v in values], np.float32)
 
 
 def _as_metadata_dict(custom_data: Any) -> dict[str, Any]:
