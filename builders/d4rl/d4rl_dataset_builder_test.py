@@ -63,6 +63,7 @@ class D4RLValuesTest(tfds.testing.TestCase):
     raw = _raw(file)
     with h5py.File(file, 'r') as f:
       next_observations, qpos = f['next_observations'][()], f['infos/qpos'][()]
+      log_probs = f['infos/action_log_probs'][()]
     episodes = self._episodes_in_file_order(builder, file)
     starts, lengths = [0, 4, 7, 8, 12], [4, 3, 1, 4, 2]
     terminal = [False, True, True, False, False]
@@ -80,6 +81,8 @@ class D4RLValuesTest(tfds.testing.TestCase):
       np.testing.assert_array_equal(steps[fields.DISCOUNT], expected_discount)
       np.testing.assert_array_equal(steps['infos']['qpos'][:-1], qpos[rows])  # float64, exact.
       self.assertEqual(steps['infos']['qpos'].dtype, np.float64)
+      np.testing.assert_array_equal(steps['infos']['action_log_probs'],
+                                    np.append(log_probs[rows], 0).astype(np.float64))
       self.assertEqual(episode['algorithm'], b'SAC')
       self.assertEqual(episode['iteration'], 1000)
       self.assertEqual(episode['policy']['nonlinearity'], b'relu')

@@ -156,7 +156,7 @@ def read_table(path: errors.PathLike, layout: Optional[Layout] = None) -> Table:
 
   With a `layout`, exactly the declared infos/ and metadata/ are read (a missing one is a
   SchemaError) and arrays are cast to the declared dtypes; without one, whatever the file holds
-  below infos/ and metadata/ is read as stored.
+  below infos/ and metadata/ is read as stored. Rewards are flattened to (N,), float32 by default.
   """
   with hdf5.open_file(path) as f:
     observations = _read_rows(f, 'observations', layout.observation if layout else None)
