@@ -4,7 +4,7 @@ TFDS encodes a `Dataset` feature one step at a time in Python and then walks eve
 look for ragged dimensions; for short episodes of small tensors that is the whole recording cost.
 Here fixed-shape plain tensors are encoded as one stacked array per episode. Per-step images and
 ZLIB tensors are encoded here, fast and outside the GIL: PNG `Image`s by OpenCV at compression
-level 1 when it is installed (TFDS's own encoder takes ~10x longer per Atari frame), ZLIB tensors
+level 1 when it is installed (TFDS's own encoder takes ~5x longer per Atari frame), ZLIB tensors
 at level 1; both decode with TFDS's own decoders to the same arrays. Other leaves that need
 per-element work (text, episode metadata) go through their feature's `encode_example`.
 Leaves of one flat array or one list of bytes per key become tf.train.Features directly; anything
@@ -103,7 +103,12 @@ def _row_encoder(feature: tfds.features.FeatureConnector) -> Optional[Callable[[
     if cv2 is None:
       return None
     to_bgr = {3: cv2.COLOR_RGB2BGR, 4: cv2.COLOR_RGBA2BGRA}.get(feature.shape[-1])
-    params = [cv2.IMWRITE_PNG_COMPRESSION, COMPRESSION_LEVEL]
+    # The SUB filter and run-length matching instead of libpng's adaptive filter choice: ~3x faster
+    # on Atari frames, ~15% larger. (OpenCV < 4.11 has no filter option.)
+    params = [cv2.IMWRITE_PNG_COMPRESSION, COMPRESSION_LEVEL,
+              cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE]
+    if hasattr(cv2, 'IMWRITE_PNG_FILTER'):
+      params += [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB]
 
     def encode_png(image: np.ndarray) -> bytes:
       ok, encoded = cv2.imencode('.png', image if to_bgr is None else cv2.cvtColor(image, to_bgr),
