@@ -6,18 +6,22 @@ Per dataset, one host reads its shard of episodes and:
   2. shuffles whole episodes in a buffer of `Shuffle.episodes` episodes;
   3. cuts each episode into units ([U, ...], `units.Unit`), tagging them with the dataset index and
      the epoch of this dataset they come from;
-  4. regroups units into blocks of `Shuffle.units` consecutive units (crossing episode boundaries;
-     units themselves never do) and permutes each block with a stateless seeded permutation.
-Datasets are then mixed chunk by chunk (`Mix.granularity` units of one dataset per draw) and
-rebatched to `batch_size`.
+  4. hands out consecutive units (crossing episode boundaries; units themselves never do) as its
+     piece of each block.
+A block holds `Shuffle.units` units (`batch_size` without shuffling): dataset i gives c_i of them,
+the counts drawn per block by `Mix.weights` in chunks of `Mix.granularity` units (a multinomial
+draw; a seeded schedule that repeats every `SCHEDULE_BLOCKS` blocks, the same on every shard). The
+pieces are concatenated, the block is permuted with a stateless seeded permutation and cut into
+batches. Everything per step happens in vectorised ops on whole episodes and blocks: tf.data
+handles one element per episode, block and batch, never one per unit.
 
 Shuffle semantics: the episode buffer holds `Shuffle.episodes` decoded episodes; the block holds
 `Shuffle.units` units. Within a block every order is equally likely, so two consecutive elements of
 a batch are any two units of the block: from the same episode or from episodes up to about
 `Shuffle.episodes + Shuffle.units / (shortest episode)` read positions apart. Two units more than
 one block apart in the stream come from different blocks. Memory is bounded by the two buffers
-(plus prefetching), never by the dataset size. Every random choice is seeded from `seed`, so a seed
-makes the whole stream reproducible; `seed=None` draws one.
+(plus one block in each stage of the pipeline), never by the dataset size. Every random choice is
+seeded from `seed`, so a seed makes the whole stream reproducible; `seed=None` draws one.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from rlds_suite.streams import units as units_lib
 DATASET_INDEX = 'dataset_index'  # Which of the stream's datasets a unit comes from.
 EPOCH = 'epoch'  # Which pass over that dataset (counted per dataset) a unit comes from.
 
+SCHEDULE_BLOCKS = 4096  # The mix's composition schedule repeats after this many blocks.
+
 DatasetRef = Union[Mapping[str, Any], str, os.PathLike, tfds.core.DatasetBuilder]
 
 
@@ -59,7 +65,7 @@ class Shuffle:
 class Exhaustion(enum.Enum):
   """What happens when a dataset has no units left in the current pass."""
   REPEAT = 'repeat'  # Start its next epoch (reshuffled); the stream never ends.
-  STOP = 'stop'  # End the stream.
+  STOP = 'stop'  # End the stream (with the block in which a dataset runs out, cut there).
   DROP = 'drop'  # Drop it and go on with the others (weights renormalised); end when all ran out.
 
 
@@ -69,6 +75,10 @@ class Mix:
   weights: Optional[Sequence[float]] = None
   exhaustion: Exhaustion = Exhaustion.REPEAT
   granularity: int = 16
+
+  def __post_init__(self):
+    if self.granularity < 1:
+      raise ValueError(f'granularity must be >= 1, got {self.granularity}')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,21 +162,57 @@ def _permute(seed: int):
   return permute
 
 
-def _split_batches(batch_size: int, drop_remainder: bool):
-  """A block of units -> its batches: full ones by a reshape (no copy), then the remainder."""
+def mix_schedule(block_size: int, weights: Sequence[float], granularity: int,
+                 seed: int) -> np.ndarray:
+  """[SCHEDULE_BLOCKS, datasets] units each dataset gives each block.
 
-  def split(block):
-    size = _size(block)
-    full = size // batch_size * batch_size
-    head = tf.nest.map_structure(
-        lambda t: tf.reshape(t[:full], tf.concat([[-1, batch_size], tf.shape(t)[1:]], 0)), block)
-    batches = tf.data.Dataset.from_tensor_slices(head)
-    if not drop_remainder:
-      tail = tf.data.Dataset.from_tensors(tf.nest.map_structure(lambda t: t[full:], block))
-      batches = batches.concatenate(tail.filter(lambda b: _size(b) > 0))
-    return batches
+  Each block's `block_size` units are chunks of `granularity` units (the last one possibly
+  shorter), each chunk's dataset drawn by `weights`.
+  """
+  rng = np.random.default_rng(seed)
+  p = np.asarray(weights, np.float64) / np.sum(weights)
+  chunks, rest = divmod(block_size, granularity)
+  counts = rng.multinomial(chunks, p, size=SCHEDULE_BLOCKS) * granularity
+  if rest:
+    counts[np.arange(SCHEDULE_BLOCKS), rng.choice(len(p), size=SCHEDULE_BLOCKS, p=p)] += rest
+  return counts.astype(np.int64)
 
-  return split
+
+def _empty(spec: Any) -> Any:
+  return tf.nest.map_structure(
+      lambda s: tf.zeros([0] + [d or 0 for d in s.shape.as_list()[1:]], s.dtype), spec)
+
+
+def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
+                exhaustion: Exhaustion, permute_seed: Optional[int]) -> tf.data.Dataset:
+  """Blocks of units: each dataset's scheduled piece, concatenated and (seeded) permuted.
+
+  STOP: the block in which a dataset runs out is cut where its piece ends (the others' pieces pro
+  rata) and is the last. DROP: an exhausted dataset gives empty pieces, so the others keep their
+  relative weights; the stream ends when all gave nothing.
+  """
+  pieces = [u.rebatch(schedule[:, i]) for i, u in enumerate(unit_streams)]
+  if exhaustion is Exhaustion.DROP:
+    pieces = [p.concatenate(tf.data.Dataset.from_tensors(_empty(p.element_spec)).repeat())
+              for p in pieces]
+  zipped = tf.data.Dataset.zip(tuple(pieces))
+  if exhaustion is Exhaustion.DROP:
+    zipped = zipped.take_while(lambda *parts: tf.add_n([_size(p) for p in parts]) > 0)
+  wanted_per_block = tf.constant(schedule)
+
+  def block(index, parts):
+    if exhaustion is Exhaustion.STOP:
+      sizes = tf.stack([_size(p) for p in parts])
+      wanted = tf.gather(wanted_per_block, index % len(schedule))
+      ratios = tf.cast(sizes, tf.float64) / tf.cast(tf.maximum(wanted, 1), tf.float64)
+      fraction = tf.reduce_min(tf.where(wanted > 0, ratios, 1.0))
+      keep = tf.minimum(sizes, tf.cast(tf.math.ceil(fraction * tf.cast(wanted, tf.float64)),
+                                       tf.int64))
+      parts = [tf.nest.map_structure(lambda t, k=keep[i]: t[:k], p) for i, p in enumerate(parts)]
+    units = tf.nest.map_structure(lambda *t: tf.concat(t, 0), *parts)
+    return units if permute_seed is None else _permute(permute_seed)(index, units)
+
+  return zipped.enumerate().map(block, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def stream(dataset_refs: Sequence[DatasetRef], *,
@@ -243,25 +289,15 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
     units = episodes.enumerate().map(to_units, num_parallel_calls=tf.data.AUTOTUNE)
     if limits[index] is not None:
       units = _truncate(units, limits[index])
-    if shuffle is not None and shuffle.units > 1:
-      units = units.rebatch(shuffle.units).enumerate().map(
-          _permute(_seed(seed, index, shard_index, 2)), num_parallel_calls=tf.data.AUTOTUNE)
     unit_streams.append(units)
 
-  if len(unit_streams) == 1:
-    if shuffle is not None and shuffle.units % batch_size == 0:
-      # Blocks are whole batches: cut them by reshaping instead of copying again.
-      batches = unit_streams[0].flat_map(_split_batches(batch_size, drop_remainder))
-      return batches.prefetch(tf.data.AUTOTUNE)
-    mixed = unit_streams[0]
-  else:
-    weights = weights if weights is not None else [1.0] * len(unit_streams)
-    chunks = [u.rebatch(mix.granularity) for u in unit_streams]
-    # The same choice sequence on every shard: equal unit counts then give equal batch counts.
-    mixed = tf.data.Dataset.sample_from_datasets(
-        chunks, weights=[float(w) / sum(weights) for w in weights], seed=_seed(seed, 3),
-        stop_on_empty_dataset=mix.exhaustion is Exhaustion.STOP)
-  return mixed.rebatch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+  weights = weights if weights is not None else [1.0] * len(unit_streams)
+  block_size = shuffle.units if shuffle is not None else batch_size
+  # The same schedule on every shard: equal unit counts then give equal batch counts.
+  schedule = mix_schedule(block_size, weights, mix.granularity, _seed(seed, 3))
+  blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion,
+                       None if shuffle is None else _seed(seed, shard_index, 2))
+  return blocks.rebatch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 
 
 def as_numpy(dataset: tf.data.Dataset) -> Iterator[Any]:
