@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from rlds_suite.cli import validate
 
 
 def register(subparsers) -> None:
@@ -16,8 +16,4 @@ def register(subparsers) -> None:
 def run(args) -> int:
   from rlds_suite import datasets  # pylint: disable=g-import-not-at-top
   builder = datasets.build(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir)
-  report = datasets.validate(builder)
-  for violation in report.violations:
-    print(violation)
-  print(json.dumps({'data_dir': str(builder.data_dir), **report.summary()}, indent=2))
-  return 0 if report.ok else 1
+  return validate.print_report(datasets.validate(builder), data_dir=str(builder.data_dir))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 
 def register(subparsers) -> None:
@@ -16,8 +17,12 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
   from rlds_suite import datasets  # pylint: disable=g-import-not-at-top
-  report = datasets.validate(args.source, split=args.split, data_dir=args.data_dir)
+  return print_report(datasets.validate(args.source, split=args.split, data_dir=args.data_dir))
+
+
+def print_report(report, **extra: Any) -> int:
+  """Prints each violation, then the summary as JSON; the exit code is 1 if anything is invalid."""
   for violation in report.violations:
     print(violation)
-  print(json.dumps(report.summary(), indent=2))
+  print(json.dumps({**extra, **report.summary()}, indent=2))
   return 0 if report.ok else 1
