@@ -40,6 +40,8 @@ def rollout(env, steps: int, seed: int) -> float:
   timestep = env.reset()
   for _ in range(steps):
     timestep = env.reset() if timestep.last() else env.step(policy(timestep))
+  if timestep.first():  # envlogger 1.2's TFDS backend cannot close on an episode with no action.
+    env.step(policy(timestep))
   return time.perf_counter() - start
 
 
