@@ -64,19 +64,17 @@ def stack_rows(rows: Sequence[Nested]) -> Nested:
   return tree.map_structure(lambda *parts: np.stack(parts, axis=0), *rows)
 
 
-def stack_rows_allowing_ragged(rows: Sequence[Nested]) -> Nested:
-  """Like stack_rows, but a leaf whose rows differ in shape (or hold strings) becomes an object
-  array with one value per row."""
-  return tree.map_structure(_stack_leaf, *rows)
-
-
-def _stack_leaf(*values: Any) -> np.ndarray:
-  arrays = [np.asarray(v) for v in values]
+def stack_rows_allowing_ragged(rows: Sequence[Any]) -> Any:
+  """Rows (dicts nest) -> stacked arrays; a leaf whose rows differ in shape or hold strings becomes
+  an object array with one value per row. Anything but a Mapping is a leaf (lists too)."""
+  if isinstance(rows[0], Mapping):
+    return {key: stack_rows_allowing_ragged([row[key] for row in rows]) for key in rows[0]}
+  arrays = [np.asarray(row) for row in rows]
   if len({a.shape for a in arrays}) == 1 and arrays[0].dtype.kind not in 'USO':
     return np.stack(arrays)
-  stacked = np.empty(len(values), dtype=object)
-  for index, value in enumerate(values):
-    stacked[index] = value if isinstance(value, (str, bytes)) else np.asarray(value)
+  stacked = np.empty(len(rows), dtype=object)
+  for index, row in enumerate(rows):
+    stacked[index] = row if isinstance(row, (str, bytes)) else np.asarray(row)
   return stacked
 
 

@@ -322,7 +322,7 @@ def episode_from_steps(steps: Sequence[step_data.StepData], metadata: Any = None
       discounts=_discounts([s.timestep.discount for s in acted]),
       ending=Ending.TERMINATED if terminated else Ending.TRUNCATED,
       final_observation=nested.as_arrays(step_features_lib.tuples_as_dicts(last.observation)),
-      step_metadata=_stack(custom[:-1]) if has_custom else {},
+      step_metadata=nested.stack_rows_allowing_ragged(custom[:-1]) if has_custom else {},
       final_step_metadata=custom[-1] if has_custom else None,
       metadata=_as_episode_metadata(metadata))
   return to_episode(trajectory)
@@ -338,7 +338,7 @@ def _column(values: Sequence[Any]) -> Any:
       stacked = None
     if stacked is not None and stacked.dtype.kind not in 'USO' and stacked.ndim == np.ndim(values[0]) + 1:
       return stacked
-  return _stack([step_features_lib.tuples_as_dicts(v) for v in values])
+  return nested.stack_rows_allowing_ragged([step_features_lib.tuples_as_dicts(v) for v in values])
 
 
 def _discounts(values: Sequence[Any]) -> np.ndarray:
@@ -368,16 +368,3 @@ def _as_episode_metadata(metadata: Any) -> dict[str, Any]:
   if fields.STEPS in data:
     raise errors.SchemaError("episode metadata may not use the key 'steps'", field='episode_fn')
   return {key: step_features_lib.tuples_as_dicts(value) for key, value in data.items()}
-
-
-def _stack(rows: Sequence[Any]) -> Any:
-  """Rows -> stacked arrays; leaves whose rows differ in shape or hold strings -> object arrays."""
-  if isinstance(rows[0], Mapping):
-    return {key: _stack([row[key] for row in rows]) for key in rows[0]}
-  arrays = [np.asarray(row) for row in rows]
-  if len({a.shape for a in arrays}) == 1 and arrays[0].dtype.kind not in 'USO':
-    return np.stack(arrays)
-  stacked = np.empty(len(rows), dtype=object)
-  for index, row in enumerate(rows):
-    stacked[index] = row if isinstance(row, (str, bytes)) else np.asarray(row)
-  return stacked
