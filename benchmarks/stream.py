@@ -7,8 +7,9 @@ Datasets (written once under --work_dir): a D4RL-like dataset (obs float32[17], 
 1000-step episodes), an image dataset (observation uint8[84, 84, 4], ZLIB-encoded on purpose, as
 rlds_suite.features does for frame stacks) and a 10x larger copy of the first (its files repeated,
 metadata rewritten with tfds.folder_dataset.write_metadata). Rates are steps per second, read in
-graph by Dataset.reduce (pipeline capacity) and in a Python loop (what a training loop sees). Peak
-memory is the peak RSS of a subprocess reading the same number of batches from each dataset.
+graph by a tf.function loop (pipeline capacity) and in a Python loop (what a training loop sees), in
+steady state (after a warm-up on the same iterator). Peak memory is the peak RSS (VmHWM) of a
+subprocess reading the same number of batches from each dataset, above its TensorFlow baseline.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -84,65 +84,98 @@ def _write_datasets(work_dir: str, episodes: int, image_episodes: int, steps: in
   return dirs
 
 
-def _rates(dataset, steps_per_element: int, elements: int) -> dict[str, float]:
-  """Steps/s read in graph (reduce) and in a Python loop, each over `elements` elements."""
+def _rates(dataset, steps_per_element: int, elements: int,
+           warmup: int = 0) -> dict[str, float]:
+  """Steady-state steps/s: in graph (a tf.function loop) and in a Python loop, on one iterator.
+
+  max(`warmup`, elements / 4) elements warm the iterator up (files opened, functions traced,
+  shuffle buffers filled) untimed; each mode then times `elements` elements.
+  """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  part = dataset.take(elements)
-  next(iter(part))  # Warm up: open files, trace functions.
+  iterator = iter(dataset.repeat())
+
+  @tf.function
+  def drain(count):
+    return tf.while_loop(lambda i: i < count,
+                         lambda i: (iterator.get_next(), i + 1)[1], [tf.constant(0, tf.int64)])
+
+  drain(tf.constant(max(warmup, elements // 4, 1), tf.int64))
   start = time.perf_counter()
-  count = int(part.reduce(tf.constant(0, tf.int64), lambda c, _: c + 1))
-  graph = count * steps_per_element / (time.perf_counter() - start)
+  drain(tf.constant(elements, tf.int64))
+  graph = elements * steps_per_element / (time.perf_counter() - start)
   start = time.perf_counter()
-  count = sum(1 for _ in part)
-  python = count * steps_per_element / (time.perf_counter() - start)
+  for _ in range(elements):
+    next(iterator)
+  python = elements * steps_per_element / (time.perf_counter() - start)
   return {'graph': graph, 'python': python}
 
 
 def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rlds_suite import datasets, streams  # pylint: disable=g-import-not-at-top
+  from rlds_suite.streams import reading  # pylint: disable=g-import-not-at-top
   results = {}
+  block = streams.Shuffle().units // BATCH  # Batches per shuffle block: warm up past the first.
   for name in ('d4rl_like', 'image_like'):
     builder = datasets.load_builder(dirs[name])
     episodes = builder.info.splits['train'].num_examples
-    steps_per_episode = args.steps
-    total = episodes * steps_per_episode
+    total = episodes * args.steps
     files = sorted(str(p) for p in builder.data_path.glob('*.tfrecord*'))
     batches = min(total // BATCH, args.max_batches)
     naive_batches = max(batches // (10 if name == 'd4rl_like' else 4), 20)
-    naive = (builder.as_dataset(split='train').repeat()
+    episode_count = max(batches * BATCH // args.steps, 2)
+    naive = (builder.as_dataset(split='train')
              .flat_map(lambda e: e['steps']).shuffle(10_000).batch(BATCH))
-    raw = tf.data.TFRecordDataset(files, buffer_size=8 << 20).repeat()
-    ours = streams.stream([dirs[name]], batch_size=BATCH, seed=0)
+    raw = tf.data.TFRecordDataset(files, buffer_size=8 << 20)
     results[name] = {
         'naive': _rates(naive, BATCH, naive_batches),
-        'raw_read': _rates(raw, steps_per_episode, max(batches * BATCH // steps_per_episode, 1)),
-        'ours': _rates(ours, BATCH, batches),
+        'raw_read': _rates(raw, args.steps, episode_count),
+        # Parsed and decoded whole episodes, no shuffling: where the time goes before our stages.
+        'decoded_episodes': _rates(reading.read_steps(builder, 'train'), args.steps,
+                                   episode_count),
+        'ours': _rates(streams.stream([dirs[name]], batch_size=BATCH, seed=0), BATCH,
+                       max(batches, 3 * block), warmup=block),
     }
     if name == 'd4rl_like':
       mix = streams.stream([dirs[name]] * 3, batch_size=BATCH, seed=0)
-      results[name]['ours_3_mix'] = _rates(mix, BATCH, batches)
+      results[name]['ours_3_mix'] = _rates(mix, BATCH, max(batches, 3 * block), warmup=block)
   return results
 
 
-def _peak_rss_mib(directory: str, batches: int) -> float:
+def _peak_rss_mib(directory: str, batches: int) -> dict[str, float]:
   out = subprocess.run([sys.executable, __file__, '--child_read', directory, '--max_batches',
                         str(batches)], capture_output=True, text=True, check=True,
                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
-  return float(out.stdout.strip().splitlines()[-1])
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _vm_hwm_mib() -> float:
+  """This process's peak RSS. Not getrusage's ru_maxrss: Linux carries a parent's RSS at fork
+  into its child's ru_maxrss across exec, so a child of a large benchmark process reads large."""
+  with open('/proc/self/status') as f:
+    line = next(line for line in f if line.startswith('VmHWM:'))
+  return int(line.split()[1]) / 1024
 
 
 def _child_read(directory: str, batches: int) -> None:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rlds_suite import streams  # pylint: disable=g-import-not-at-top
+  tf.constant(0)  # Runtime started: the baseline below includes TensorFlow itself.
+  baseline = _vm_hwm_mib()
   for _ in streams.stream([directory], batch_size=BATCH, seed=0).take(batches):
     pass
-  print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+  peak = _vm_hwm_mib()
+  print(json.dumps({'peak': peak, 'baseline': baseline, 'stream': peak - baseline}))
+
+
+def _verdict(value: float, target: float) -> str:
+  return f'{value:6.2f}x (target >= {target:g}x: {"met" if value >= target else "NOT met"})'
 
 
 def _rounded(value):
   if isinstance(value, dict):
     return {k: _rounded(v) for k, v in value.items()}
-  return round(value, 2) if value < 100 else round(value)
+  return round(value, 2) if abs(value) < 100 else round(value)
 
 
 def main() -> None:
@@ -159,25 +192,37 @@ def main() -> None:
   args.steps = 1000
   episodes, image_episodes = (50, 4) if args.quick else (1000, 20)
   if args.max_batches is None:
-    args.max_batches = 100 if args.quick else 3900
+    args.max_batches = 160 if args.quick else 3900
   work_dir = os.path.join(args.work_dir, 'quick' if args.quick else 'full')
   dirs = _write_datasets(work_dir, episodes, image_episodes, args.steps)
   results = _measure(dirs, args)
   memory_batches = min(episodes * args.steps // BATCH, args.max_batches)
-  memory = {name: _peak_rss_mib(dirs[name], memory_batches) for name in ('d4rl_like', 'd4rl_like_x10')}
+  memory = {name: _peak_rss_mib(dirs[name], memory_batches)
+            for name in ('d4rl_like', 'd4rl_like_x10', 'image_like')}
   report = {'results_steps_per_s': results, 'peak_rss_mib': memory, 'ratios': {}}
   for name, rates in results.items():
     for mode in ('graph', 'python'):
       report['ratios'][f'{name}/{mode}'] = {
           'ours/naive': rates['ours'][mode] / rates['naive'][mode],
           'ours/raw_read': rates['ours'][mode] / rates['raw_read'][mode],
-          **({'mix/naive': rates['ours_3_mix'][mode] / rates['naive'][mode]}
+          'ours/decoded_episodes': rates['ours'][mode] / rates['decoded_episodes'][mode],
+          **({'mix/naive': rates['ours_3_mix'][mode] / rates['naive'][mode],
+              'mix/ours': rates['ours_3_mix'][mode] / rates['ours'][mode]}
              if 'ours_3_mix' in rates else {}),
       }
-  report['peak_rss_mib']['x10/x1'] = memory['d4rl_like_x10'] / memory['d4rl_like']
+  growth = memory['d4rl_like_x10']['stream'] / max(memory['d4rl_like']['stream'], 1.0)
   print(json.dumps(_rounded(report), indent=1))
+  print('\nTargets (steps/s ratios; graph = tf.function loop, python = Python loop):')
   for name, ratios in report['ratios'].items():
-    print(name, ' '.join(f'{k}={v:.2f}' for k, v in ratios.items()))
+    line = (f'{name:18s} ours/naive {_verdict(ratios["ours/naive"], 10)}  '
+            f'ours/raw_read {_verdict(ratios["ours/raw_read"], 0.5)}')
+    if 'mix/naive' in ratios:
+      line += f'  3-mix/naive {_verdict(ratios["mix/naive"], 10)}  3-mix/ours {ratios["mix/ours"]:.2f}x'
+    print(line)
+  print(f'memory: stream peak RSS above TensorFlow baseline {memory["d4rl_like"]["stream"]:.0f} MiB '
+        f'(1x), {memory["d4rl_like_x10"]["stream"]:.0f} MiB (10x): growth {growth:.2f}x '
+        f'(target: flat, not 10x; {"met" if growth < 2 else "NOT met"}); images '
+        f'{memory["image_like"]["stream"]:.0f} MiB')
 
 
 if __name__ == '__main__':

@@ -188,3 +188,21 @@ def test_load_dict_dataset_is_the_il_representations_dict(data):
     np.testing.assert_array_equal(got[key], value, err_msg=key)
   with pytest.raises(errors.SpecMismatchError):
     streams.load_dict_dataset([dirs['a'], dirs['wide']])
+
+
+def test_mix_schedule_fills_blocks_in_chunks_by_weight():
+  schedule = streams.pipeline.mix_schedule(1000, [3, 1], granularity=16, seed=0)
+  assert schedule.shape == (streams.pipeline.SCHEDULE_BLOCKS, 2)
+  assert np.all(schedule.sum(axis=1) == 1000)
+  assert np.all((schedule % 16 == 0) | (schedule % 16 == 1000 % 16))
+  assert 0.74 < schedule[:, 0].sum() / schedule.sum() < 0.76
+  np.testing.assert_array_equal(schedule, streams.pipeline.mix_schedule(1000, [3, 1], 16, seed=0))
+
+
+def test_every_batch_mixes_datasets_by_weight(data):
+  _, dirs = data
+  got, count = collect(streams.stream([dirs['a'], dirs['b']], batch_size=64, seed=4,
+                                      shuffle=streams.Shuffle(4, 256),
+                                      mix=streams.Mix(weights=[1, 3], granularity=4)).take(40))
+  per_batch = got[streams.DATASET_INDEX].reshape(count, 64).mean(axis=1)
+  assert 0.65 < per_batch.mean() < 0.85 and per_batch.min() > 0.3

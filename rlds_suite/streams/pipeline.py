@@ -53,7 +53,12 @@ DatasetRef = Union[Mapping[str, Any], str, os.PathLike, tfds.core.DatasetBuilder
 
 @dataclasses.dataclass(frozen=True)
 class Shuffle:
-  """Episode buffer size (whole decoded episodes) and block size (units permuted together)."""
+  """Episode buffer size (whole decoded episodes) and block size (units permuted together).
+
+  Memory is about `episodes` decoded episodes plus three blocks of `units` units in flight: a few
+  MiB for state vectors, but 10,240 84x84x4 uint8 frames are 289 MB a block, so lower `units` for
+  large observations.
+  """
   episodes: int = 16
   units: int = 10_240  # 40 batches of 256: whole blocks are cut into batches without a copy.
 
@@ -209,7 +214,8 @@ def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
       keep = tf.minimum(sizes, tf.cast(tf.math.ceil(fraction * tf.cast(wanted, tf.float64)),
                                        tf.int64))
       parts = [tf.nest.map_structure(lambda t, k=keep[i]: t[:k], p) for i, p in enumerate(parts)]
-    units = tf.nest.map_structure(lambda *t: tf.concat(t, 0), *parts)
+    units = parts[0] if len(parts) == 1 else tf.nest.map_structure(
+        lambda *t: tf.concat(t, 0), *parts)
     return units if permute_seed is None else _permute(permute_seed)(index, units)
 
   return zipped.enumerate().map(block, num_parallel_calls=tf.data.AUTOTUNE)
