@@ -12,7 +12,8 @@ rows/s for:
       builder's features (ours: d4rl/walker2d-random-v2; TFDS: d4rl_mujoco_walker2d/v2-random);
   (c) ours end to end: download_and_prepare from a manual dir (writing shards, shuffling, stats).
 Each timing is the best of its repeats, which alternate between ours and TFDS's, after one
-warm-up example each (lazy TensorFlow imports).
+warm-up example each (lazy TensorFlow imports). Wall and CPU time are both shown: CPU time is the
+steadier measure on a shared machine, wall time the one that counts our parallel HDF5 reads.
 """
 
 from __future__ import annotations
@@ -69,26 +70,28 @@ def write_file(path: pathlib.Path, steps: int, seed: int = 0) -> int:
   return int((terminals | timeouts).sum() + (not (terminals[-1] or timeouts[-1])))
 
 
-def consume(examples: Iterable, per_example: Callable) -> tuple[float, int]:
-  """Seconds to consume all examples, applying `per_example` to each, and their count."""
-  start = time.perf_counter()
+def consume(examples: Iterable, per_example: Callable) -> tuple[float, float, int]:
+  """(wall seconds, CPU seconds of this process) to consume all examples, applying `per_example`
+  to each, and their count."""
+  wall, cpu = time.perf_counter(), time.process_time()
   count = 0
   for _, example in examples:
     per_example(example)
     count += 1
-  return time.perf_counter() - start, count
+  return time.perf_counter() - wall, time.process_time() - cpu, count
 
 
 def compare(pipelines: dict[str, tuple[Callable[[], Iterable], Callable]],
-            repeats: int) -> dict[str, tuple[float, int]]:
-  """Best-of-`repeats` (seconds, examples) per pipeline; repeats alternate between pipelines so that
-  load from other processes hits both alike. One warm-up example each first (lazy imports)."""
+            repeats: int) -> dict[str, tuple[float, float, int]]:
+  """Best-of-`repeats` (wall, CPU seconds, examples) per pipeline; repeats alternate between
+  pipelines so that load from other processes hits both alike. One warm-up example each first."""
   for examples, per_example in pipelines.values():
     per_example(next(iter(examples()))[1])
-  best = {label: (float('inf'), 0) for label in pipelines}
+  best = {label: (float('inf'), float('inf'), 0) for label in pipelines}
   for _ in range(repeats):
     for label, (examples, per_example) in pipelines.items():
-      best[label] = min(best[label], consume(examples(), per_example))
+      wall, cpu, count = consume(examples(), per_example)
+      best[label] = (min(best[label][0], wall), min(best[label][1], cpu), count)
   return best
 
 
@@ -130,10 +133,11 @@ def main() -> None:
     }
     for stage, (pipelines, repeats) in stages.items():
       best = compare(pipelines, repeats)
-      for label, (seconds, count) in best.items():
-        print(f'{stage} {label}: {seconds:8.2f}s {args.steps / seconds:12,.0f} rows/s '
-              f'({count} episodes)')
-      print(f'{stage} speed-up ours/tfds: {best["tfds"][0] / best["ours"][0]:.2f}x')
+      for label, (wall, cpu, count) in best.items():
+        print(f'{stage} {label}: {wall:8.2f}s wall {args.steps / wall:10,.0f} rows/s | '
+              f'{cpu:8.2f}s CPU {args.steps / cpu:10,.0f} rows/s ({count} episodes)')
+      print(f'{stage} speed-up ours/tfds: {best["tfds"][0] / best["ours"][0]:.2f}x wall, '
+            f'{best["tfds"][1] / best["ours"][1]:.2f}x CPU')
 
     if not args.no_prepare:
       builder = d4rl_dataset_builder.Builder(config=CONFIG, data_dir=os.path.join(tmp, 'prepared'))
