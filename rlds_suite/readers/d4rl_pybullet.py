@@ -76,13 +76,13 @@ def layout(task: Task) -> d4rl.Layout:
 def read_trajectories(path: errors.PathLike, task: Task) -> Iterator[Trajectory]:
   """Every episode of a d4rl-pybullet file in standard alignment, in file order.
 
-  A trailing unfinished episode of a single row has
-  no action with a known outcome and yields nothing.
+  A trailing unfinished episode of a single row has no action with a known outcome and yields
+  nothing. Raises EpisodeBoundaryError when the rows do not fit the writer's layout.
   """
   table = d4rl.read_table(path, layout(task))
   with errors.located(path):
     all_rows = episodes.split_rows(table.terminals)
-    for rows in all_rows:
+    for rows in all_rows:  # One-row episodes are only possible for the tail, which has no terminal.
       if rows.stop - rows.start == 1 and table.terminals[rows.start]:
         raise errors.EpisodeBoundaryError(
             f'row {rows.start} is a terminal row that starts an episode (a finished episode has '
