@@ -206,3 +206,13 @@ def test_every_batch_mixes_datasets_by_weight(data):
                                       mix=streams.Mix(weights=[1, 3], granularity=4)).take(40))
   per_batch = got[streams.DATASET_INDEX].reshape(count, 64).mean(axis=1)
   assert 0.65 < per_batch.mean() < 0.85 and per_batch.min() > 0.3
+
+
+def test_drop_goes_on_through_blocks_an_exhausted_dataset_would_have_filled(data):
+  eps, dirs = data
+  got, _ = collect(streams.stream(
+      [dirs['a'], dirs['b']], batch_size=4, seed=1, drop_remainder=False,
+      shuffle=streams.Shuffle(3, 8),
+      mix=streams.Mix(exhaustion=streams.Exhaustion.DROP, granularity=4)))
+  steps = [sum(e.num_steps for e in eps[k]) for k in ('a', 'b')]
+  assert np.bincount(got[streams.DATASET_INDEX]).tolist() == steps

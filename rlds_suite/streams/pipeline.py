@@ -60,7 +60,7 @@ class Shuffle:
   large observations.
   """
   episodes: int = 16
-  units: int = 10_240  # 40 batches of 256: whole blocks are cut into batches without a copy.
+  units: int = 10_240  # 40 batches of 256.
 
   def __post_init__(self):
     if self.episodes < 1 or self.units < 1:
@@ -197,15 +197,18 @@ def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
   relative weights; the stream ends when all gave nothing.
   """
   pieces = [u.rebatch(schedule[:, i]) for i, u in enumerate(unit_streams)]
-  if exhaustion is Exhaustion.DROP:
-    pieces = [p.concatenate(tf.data.Dataset.from_tensors(_empty(p.element_spec)).repeat())
-              for p in pieces]
+  drop = exhaustion is Exhaustion.DROP
+  if drop:  # (piece, exhausted): after its last piece, a dataset gives empty ones.
+    pieces = [tf.data.Dataset.zip((p, tf.data.Dataset.from_tensors(False).repeat())).concatenate(
+        tf.data.Dataset.from_tensors((_empty(p.element_spec), True)).repeat()) for p in pieces]
   zipped = tf.data.Dataset.zip(tuple(pieces))
-  if exhaustion is Exhaustion.DROP:
-    zipped = zipped.take_while(lambda *parts: tf.add_n([_size(p) for p in parts]) > 0)
+  if drop:
+    zipped = zipped.take_while(lambda *parts: tf.logical_not(tf.reduce_all([e for _, e in parts])))
   wanted_per_block = tf.constant(schedule)
 
   def block(index, parts):
+    if drop:
+      parts = [p for p, _ in parts]
     if exhaustion is Exhaustion.STOP:
       sizes = tf.stack([_size(p) for p in parts])
       wanted = tf.gather(wanted_per_block, index % len(schedule))
