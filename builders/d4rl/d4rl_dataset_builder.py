@@ -9,6 +9,7 @@ from etils import epath
 import numpy as np
 import tensorflow_datasets as tfds
 
+from rlds_suite import builder_base
 from rlds_suite import episodes
 from rlds_suite import features
 from rlds_suite.readers import d4rl
@@ -49,14 +50,9 @@ def _features(specs: Mapping[str, Any]) -> dict[str, Any]:
           for name, value in specs.items()}
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(builder_base.RLDSBuilder):
   """D4RL gym-mujoco v2 (halfcheetah, hopper, walker2d, ant x random ... full-replay)."""
 
-  # Installed as rlds_suite.builders.d4rl: point TFDS at this folder (README, checksums, dummy_data).
-  code_path = epath.Path(__file__)
-  pkg_dir_path = code_path.parent
-  VERSION = tfds.core.Version('1.0.0')
-  RELEASE_NOTES = {'1.0.0': 'Initial release.'}
   BUILDER_CONFIGS = [
       D4RLConfig(name=f'{task.name}-{collection.name}-v2', task=task, collection=collection,
                  description=f'D4RL {task.name}-{collection.name}-v2 ({d4rl.file_name(task, collection)}).')

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from etils import epath
 import tensorflow_datasets as tfds
 
+from rlds_suite import builder_base
 from rlds_suite import episodes
 from rlds_suite import errors
 from rlds_suite import features
@@ -29,14 +29,9 @@ def _links() -> str:
   return '\n'.join(f'  {name}: {url}' for name, url in d4rl_pybullet.URLS.items())
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(builder_base.RLDSBuilder):
   """d4rl-pybullet v0 (hopper, halfcheetah, ant, walker2d x random, medium, mixed)."""
 
-  # Installed as rlds_suite.builders.d4rl_pybullet: point TFDS at this folder (README, dummy_data).
-  code_path = epath.Path(__file__)
-  pkg_dir_path = code_path.parent
-  VERSION = tfds.core.Version('1.0.0')
-  RELEASE_NOTES = {'1.0.0': 'Initial release.'}
   BUILDER_CONFIGS = [
       D4RLPybulletConfig(name=d4rl_pybullet.dataset_id(task, collection), task=task,
                          collection=collection,

@@ -6,10 +6,10 @@ import dataclasses
 import pathlib
 from typing import Optional
 
-from etils import epath
 import numpy as np
 import tensorflow_datasets as tfds
 
+from rlds_suite import builder_base
 from rlds_suite import features
 from rlds_suite.readers import imitation
 
@@ -19,15 +19,9 @@ class ImitationConfig(tfds.core.BuilderConfig):
   layout: Optional[imitation.Layout] = None
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(builder_base.RLDSBuilder):
   """imitation rollouts (npz of `types.save`, or the older pickle of TrajectoryWithRew)."""
 
-  # This folder is installed as rlds_suite.builders.imitation_rollouts; TFDS's module-based lookup
-  # of the builder's folder (README, CITATIONS, dummy_data) misses it in editable installs.
-  code_path = epath.Path(__file__)
-  pkg_dir_path = code_path.parent
-  VERSION = tfds.core.Version('1.0.0')
-  RELEASE_NOTES = {'1.0.0': 'Initial release.'}
   BUILDER_CONFIGS = [
       ImitationConfig(name=name, layout=layout,
                       description=f'{layout.env_id} rollouts ({layout.file_prefix}*.npz/.pkl).')

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from etils import epath
 import numpy as np
 import tensorflow_datasets as tfds
 
+from rlds_suite import builder_base
 from rlds_suite import episodes
 from rlds_suite import errors
 from rlds_suite import features
@@ -24,15 +24,9 @@ def _snake(name: str) -> str:
   return re.sub(r'(?<!^)(?=[A-Z])', '_', name).lower()
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(builder_base.RLDSBuilder):
   """MAGICAL reference demos (qxcv/magical-data)."""
 
-  # This folder is installed as rlds_suite.builders.magical_demos; TFDS's module-based lookup of the
-  # builder's folder (README, CITATIONS, checksums, dummy_data) misses it in editable installs.
-  code_path = epath.Path(__file__)
-  pkg_dir_path = code_path.parent
-  VERSION = tfds.core.Version('1.0.0')
-  RELEASE_NOTES = {'1.0.0': 'Initial release.'}
   BUILDER_CONFIGS = [
       MagicalConfig(name=_snake(task), task=task, description=f'{task}-Demo-v0 reference demos.')
       for task in magical.TASKS
