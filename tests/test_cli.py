@@ -8,6 +8,7 @@ import subprocess
 import numpy as np
 
 from rlds_suite import cli
+from rlds_suite import demo
 from rlds_suite import episodes
 from rlds_suite import features
 from rlds_suite import fields
@@ -71,3 +72,6 @@ def test_console_script_and_demo():
   assert result.returncode == 0, result.stderr[-3000:]
   assert '== magical_demos/move_to_region/1.0.0: valid' in result.stdout
   assert 'episodes 1, steps 41' in result.stdout
+  assert '== imitation_rollouts/cartpole/1.0.0: valid' in result.stdout
+  assert 'episodes 57, steps 27021' in result.stdout
+  assert result.stdout.count(': valid') == len(demo.SAMPLES) == 4
