@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Mapping, Optional
 
 from etils import epath
@@ -11,6 +12,7 @@ import tensorflow_datasets as tfds
 
 from rlds_suite import builder_base
 from rlds_suite import episodes
+from rlds_suite import errors
 from rlds_suite import features
 from rlds_suite.readers import d4rl
 
@@ -93,7 +95,11 @@ class Builder(builder_base.RLDSBuilder):
     except AssertionError:  # No manual dir, or an empty one: download instead.
       return None
     path = manual_dir / self.builder_config.file_name
-    return path if path.is_file() else None
+    if not path.is_file():
+      # A manual_dir given for this build must hold the file: no silent fall-back to downloading.
+      raise errors.EmptyInputError(f'no {self.builder_config.file_name} here',
+                                   path=os.fspath(manual_dir))
+    return path
 
   def _generate_examples(self, path: epath.Path):
     time_limit = self._time_limit or self.builder_config.time_limit

@@ -130,6 +130,15 @@ class D4RLValuesTest(tfds.testing.TestCase):
     self.assertEqual([bool(e[fields.STEPS][fields.IS_TERMINAL][-1]) for e in episodes],
                      [False, True, False, False])
 
+  def test_manual_dir_without_the_file_is_an_error_not_a_download(self):
+    manual_dir = pathlib.Path(self.tmp_dir) / 'manual'
+    manual_dir.mkdir()
+    shutil.copyfile(NO_TIMEOUTS, manual_dir / 'some-other-file.hdf5')
+    with self.assertRaisesRegex(errors.EmptyInputError,
+                                f'{manual_dir}: no halfcheetah_medium-v2.hdf5 here'):
+      self._build('halfcheetah-medium-v2', manual_dir)
+    self._assert_not_left_prepared('halfcheetah-medium-v2')
+
   def test_truncated_file_leaves_nothing_prepared(self):
     manual_dir = pathlib.Path(self.tmp_dir) / 'manual'
     manual_dir.mkdir()
