@@ -1,0 +1,59 @@
+"""il-representations shards: the authors' real files read into RLDS and back, exactly."""
+
+import numpy as np
+import pytest
+
+from rlds_suite import episodes
+from rlds_suite import errors
+from rlds_suite import fields
+from rlds_suite import validation
+from rlds_suite.readers import il_representations
+
+REACHER = 'il_representations/dm_control-reacher-easy-demos.tar.zst'
+PONG = 'il_representations/atari-PongNoFrameskip-v4-demos.tar.zst'
+
+
+def test_real_reacher_round_trips_to_the_same_dict(real_data):
+  path = real_data / REACHER
+  _, native = il_representations.read_shard(path)
+  trajectories = il_representations.read_trajectories(path)
+  assert [len(t.actions) for t in trajectories] == [125, 125]  # dones at rows 124 and 249.
+  assert all(t.ending is episodes.Ending.TRUNCATED for t in trajectories)  # dm_control time limit.
+  eps = [episodes.to_episode(t) for t in trajectories]
+  assert validation.validate_episodes(eps).ok
+  assert not any(e.steps[fields.IS_TERMINAL].any() for e in eps)
+  back = episodes.to_il_representations_dict(eps)
+  for key in ('obs', 'acts', 'dones', 'rews'):
+    np.testing.assert_array_equal(back[key], native[key], err_msg=key)
+  assert back['obs'].shape == (250, 9, 100, 100)
+  # The shard's next_obs pads the frame stack with zeros on the first two steps of each episode,
+  # where obs[t+1] repeats the first frame; RLDS keeps obs[t+1]. Everywhere else it is exact.
+  jumps = il_representations.observation_jumps(native['obs'], native['next_obs'])
+  assert np.flatnonzero(jumps).tolist() == [0, 1, 124, 125, 126]  # 124: the episode boundary.
+  same = np.ones(250, bool)
+  same[[0, 1, 125, 126]] = False
+  np.testing.assert_array_equal(back['next_obs'][same], native['next_obs'][same])
+
+
+def test_real_pong_shard_splits_at_the_undelimited_reset(real_data):
+  path = real_data / PONG
+  _, native = il_representations.read_shard(path)
+  assert not native['dones'].any()  # Two recordings back to back, neither reaching a done.
+  first, second = il_representations.read_trajectories(path)
+  assert (len(first.actions), len(second.actions)) == (499, 499)
+  assert first.ending is second.ending is episodes.Ending.TRUNCATED
+  eps = [episodes.to_episode(first), episodes.to_episode(second)]
+  assert validation.validate_episodes(eps).ok
+  back = episodes.to_il_representations_dict(eps)
+  for key in ('obs', 'next_obs', 'acts'):
+    np.testing.assert_array_equal(back[key], native[key], err_msg=key)
+  # Our dict marks both ends; the shard had none.
+  np.testing.assert_array_equal(np.flatnonzero(back['dones']), [498, 997])
+
+
+def test_truncated_shard_is_a_typed_error(real_data, tmp_path):
+  data = (real_data / REACHER).read_bytes()
+  broken = tmp_path / 'broken.tar.zst'
+  broken.write_bytes(data[:len(data) // 3])
+  with pytest.raises(errors.CorruptFileError, match='broken.tar.zst'):
+    il_representations.read_shard(broken)
