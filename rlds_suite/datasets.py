@@ -40,14 +40,15 @@ def load_builder(source: Source, data_dir: Optional[str] = None) -> tfds.core.Da
   return builder
 
 
-def build(name: str, manual_dir: Optional[str] = None,
-          data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
+def build(name: str, manual_dir: Optional[str] = None, data_dir: Optional[str] = None,
+          **builder_kwargs: Any) -> tfds.core.DatasetBuilder:
   """Prepares the registered dataset `name` ('builder/config'), reading native files from
-  `manual_dir`. A failed build leaves only TFDS's `incomplete.*` directory behind."""
+  `manual_dir`; `builder_kwargs` go to the builder (e.g. d4rl's time_limit). A failed build leaves
+  only TFDS's `incomplete.*` directory behind."""
   if manual_dir is not None and not any(os.scandir(manual_dir) if os.path.isdir(manual_dir) else ()):
     # TFDS itself stops on an empty manual_dir with a bare AssertionError.
     raise errors.EmptyInputError('manual_dir is missing or empty', path=manual_dir)
-  builder = tfds.builder(name, data_dir=data_dir)
+  builder = tfds.builder(name, data_dir=data_dir, **builder_kwargs)
   builder.download_and_prepare(
       download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   return builder

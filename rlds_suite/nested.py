@@ -88,5 +88,17 @@ def flatten_with_paths(structure: Nested) -> list[tuple[str, Any]]:
           for path, leaf in tree.flatten_with_path(structure)]
 
 
+def unflatten_paths(flat: Mapping[str, Any]) -> dict[str, Any]:
+  """{'a/b': x, 'c': y} -> {'a': {'b': x}, 'c': y}."""
+  root: dict[str, Any] = {}
+  for path, value in flat.items():
+    *parents, leaf = path.split('/')
+    node = root
+    for part in parents:
+      node = node.setdefault(part, {})
+    node[leaf] = value
+  return root
+
+
 def is_mapping(value: Any) -> bool:
   return isinstance(value, Mapping)

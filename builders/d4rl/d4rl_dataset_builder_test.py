@@ -32,10 +32,8 @@ def _raw(path: pathlib.Path) -> dict:
 class D4RLValuesTest(tfds.testing.TestCase):
 
   def _build(self, config: str, manual_dir: pathlib.Path, **kwargs) -> tfds.core.DatasetBuilder:
-    builder = d4rl_dataset_builder.Builder(config=config, data_dir=self.tmp_dir, **kwargs)
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
-    return builder
+    return rlds_suite.datasets.build(f'd4rl/{config}', manual_dir=str(manual_dir),
+                                     data_dir=self.tmp_dir, **kwargs)
 
   def _episodes_in_file_order(self, builder, file: pathlib.Path) -> list:
     """Episodes sorted by the file row of their first observation."""

@@ -34,10 +34,8 @@ def _load_writer():
 class D4RLPybulletValuesTest(tfds.testing.TestCase):
 
   def _build(self, config: str, manual_dir: pathlib.Path) -> tfds.core.DatasetBuilder:
-    builder = d4rl_pybullet_dataset_builder.Builder(config=config, data_dir=self.tmp_dir)
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
-    return builder
+    return rlds_suite.datasets.build(f'd4rl_pybullet/{config}', manual_dir=str(manual_dir),
+                                     data_dir=self.tmp_dir)
 
   def _episodes_by_length(self, builder) -> dict:
     return {len(e[fields.STEPS][fields.REWARD]): e[fields.STEPS]

@@ -35,10 +35,8 @@ class PendulumRolloutsTest(tfds.testing.DatasetBuilderTestCase):
 class ImitationRolloutsValuesTest(tfds.testing.TestCase):
 
   def _build(self, config: str, manual_dir: pathlib.Path) -> tfds.core.DatasetBuilder:
-    builder = imitation_rollouts_dataset_builder.Builder(config=config, data_dir=self.tmp_dir)
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
-    return builder
+    return rlds_suite.datasets.build(f'imitation_rollouts/{config}', manual_dir=str(manual_dir),
+                                     data_dir=self.tmp_dir)
 
   def _episodes(self, builder) -> dict:
     """Episodes keyed by (source file, index in the file)."""

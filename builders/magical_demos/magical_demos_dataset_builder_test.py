@@ -22,10 +22,8 @@ class MagicalDemosTest(tfds.testing.DatasetBuilderTestCase):
 class MagicalDemosValuesTest(tfds.testing.TestCase):
 
   def _build(self, config: str, manual_dir: pathlib.Path) -> tfds.core.DatasetBuilder:
-    builder = magical_demos_dataset_builder.Builder(config=config, data_dir=self.tmp_dir)
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
-    return builder
+    return rlds_suite.datasets.build(f'magical_demos/{config}', manual_dir=str(manual_dir),
+                                     data_dir=self.tmp_dir)
 
   def test_dummy_data_values_and_validation(self):
     builder = self._build('move_to_corner', pathlib.Path(__file__).parent / 'dummy_data')

@@ -261,7 +261,7 @@ def _read_group(f: h5py.File, group: str, specs: Optional[Mapping[str, Any]], *,
       return {}
     flat = {name: _decode(hdf5.read_array(f[group], name, ranks=range(8), kinds='biufSO'))
             for name in hdf5.dataset_names(f[group])}
-    return _nest(flat)
+    return nested.unflatten_paths(flat)
   flat = {}
   for name, spec in _flatten_specs(specs):
     key = f'{group}/{name}'
@@ -272,7 +272,7 @@ def _read_group(f: h5py.File, group: str, specs: Optional[Mapping[str, Any]], *,
     elif array.shape != spec.shape:
       raise errors.SchemaError(f'expected shape {spec.shape}, got {array.shape}', field=key)
     flat[name] = _decode(array) if spec.is_text else np.asarray(array, dtype=spec.dtype)
-  return _nest(flat)
+  return nested.unflatten_paths(flat)
 
 
 def _check_row_shape(array: np.ndarray, spec: Spec, key: str) -> None:
@@ -295,15 +295,3 @@ def _flatten_specs(specs: Mapping[str, Any], prefix: str = '') -> Iterator[tuple
       yield prefix + name, value
     else:
       yield from _flatten_specs(value, f'{prefix}{name}/')
-
-
-def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
-  """{'a/b': x, 'c': y} -> {'a': {'b': x}, 'c': y}."""
-  root: dict[str, Any] = {}
-  for path, value in flat.items():
-    *parents, leaf = path.split('/')
-    node = root
-    for part in parents:
-      node = node.setdefault(part, {})
-    node[leaf] = value
-  return root

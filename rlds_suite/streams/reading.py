@@ -17,6 +17,7 @@ import tensorflow_datasets as tfds
 
 from rlds_suite import errors
 from rlds_suite import fields
+from rlds_suite import nested
 from rlds_suite.units import PADDING_MASK
 
 
@@ -97,17 +98,6 @@ def flatten_paths(structure: Mapping[str, Any], prefix: str = '') -> dict[str, A
   return flat
 
 
-def unflatten_paths(flat: Mapping[str, Any]) -> dict[str, Any]:
-  nested: dict[str, Any] = {}
-  for path, value in flat.items():
-    *parents, leaf = path.split('/')
-    node = nested
-    for parent in parents:
-      node = node.setdefault(parent, {})
-    node[leaf] = value
-  return nested
-
-
 def step_spec(steps: tf.data.Dataset) -> dict[str, tf.TensorSpec]:
   """Path -> spec of one step's value, from a `read_steps` dataset."""
   return {path: tf.TensorSpec(spec.shape[1:], spec.dtype)
@@ -170,7 +160,7 @@ def _keep_paths(kept: Sequence[str]) -> Callable[[dict], dict]:
 
   def project(steps):
     flat = flatten_paths(steps)
-    return unflatten_paths({p: flat[p] for p in kept})
+    return nested.unflatten_paths({p: flat[p] for p in kept})
 
   return project
 
@@ -192,8 +182,8 @@ def _pad_paths(targets: Mapping[str, tf.TensorSpec],
       else:
         flat[path] = tf.zeros(tf.concat([[num], shape], 0), target.dtype)
         masks[path] = tf.zeros(tf.concat([[num], shape], 0), tf.bool)
-    projected = unflatten_paths(flat)
-    projected[PADDING_MASK] = unflatten_paths(masks)
+    projected = nested.unflatten_paths(flat)
+    projected[PADDING_MASK] = nested.unflatten_paths(masks)
     return projected
 
   return project
