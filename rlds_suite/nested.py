@@ -98,7 +98,3 @@ def unflatten_paths(flat: Mapping[str, Any]) -> dict[str, Any]:
       node = node.setdefault(part, {})
     node[leaf] = value
   return root
-
-
-def is_mapping(value: Any) -> bool:
-  return isinstance(value, Mapping)
