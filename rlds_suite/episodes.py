@@ -322,7 +322,8 @@ def _expect(condition: bool, field: str, problem: str) -> None:
 
 
 def _check_finite(values: np.ndarray, field: str) -> None:
-  if np.issubdtype(values.dtype, np.number) and not np.all(np.isfinite(values)):
+  # Kinds of np.number that can hold non-finite values (bools and integers never do).
+  if values.dtype.kind in 'fcm' and not np.isfinite(values).all():
     bad = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
     raise errors.InvalidValueError(
         f'non-finite values at steps {bad[:10].tolist()}{" ..." if len(bad) > 10 else ""}',

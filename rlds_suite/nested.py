@@ -20,31 +20,43 @@ def leaves(structure: Nested) -> list:
 
 def leading_length(structure: Nested) -> int:
   """Common length of the leading axis of every leaf; ValueError when leaves disagree."""
+  if type(structure) is np.ndarray:  # Fast path, same result: one leaf.
+    return len(structure)
   lengths = {len(leaf) for leaf in tree.flatten(structure)}
   if len(lengths) != 1:
     raise ValueError(f'leaves have different leading lengths {sorted(lengths)}')
   return lengths.pop()
 
 
+def _map(fn: Callable[..., Any], structure: Nested, *others: Nested) -> Nested:
+  """tree.map_structure, skipping its traversal for the common single-array and empty-dict cases
+  (it treats both the same way: an array is one leaf, an empty dict maps to a new empty dict)."""
+  if type(structure) is np.ndarray and all(type(o) is np.ndarray for o in others):
+    return fn(structure, *others)
+  if type(structure) is dict and not structure and all(type(o) is dict and not o for o in others):
+    return {}
+  return tree.map_structure(fn, structure, *others)
+
+
 def as_arrays(structure: Nested) -> Nested:
-  return tree.map_structure(np.asarray, structure)
+  return _map(np.asarray, structure)
 
 
 def take_rows(structure: Nested, rows: slice | np.ndarray) -> Nested:
-  return tree.map_structure(lambda a: a[rows], structure)
+  return _map(lambda a: a[rows], structure)
 
 
 def row(structure: Nested, index: int) -> Nested:
-  return tree.map_structure(lambda a: a[index], structure)
+  return _map(lambda a: a[index], structure)
 
 
 def zeros_row(structure: Nested) -> Nested:
   """A zero-filled row with the dtype and row shape of each leaf."""
-  return tree.map_structure(lambda a: np.zeros(a.shape[1:], dtype=a.dtype), structure)
+  return _map(lambda a: np.zeros(a.shape[1:], dtype=a.dtype), structure)
 
 
 def append_row(structure: Nested, new_row: Nested) -> Nested:
-  return tree.map_structure(_append, structure, new_row)
+  return _map(_append, structure, new_row)
 
 
 def _append(column: np.ndarray, value: Any) -> np.ndarray:
