@@ -23,7 +23,6 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_serializer
 from tensorflow_datasets.core import utils as tfds_utils
 from tensorflow_datasets.proto import tf_example_pb2
-from tensorflow_datasets.proto import tf_feature_pb2
 
 from rlds_suite import errors
 from rlds_suite import fields
@@ -49,31 +48,42 @@ class EpisodeSerializer:
     self._steps = episode_features[fields.STEPS].feature
     self._serializer = example_serializer.ExampleSerializer(episode_features.get_serialized_info())
     self._flat_info = tfds_utils.flatten_nest_dict(episode_features.get_serialized_info())
+    # Leaves that may become a Feature proto directly (not ragged), by flat key.
+    self._maybe_direct = {key: not (info.sequence_rank > 1 or None in info.shape[info.sequence_rank:])
+                          for key, info in self._flat_info.items()}
 
   def serialize(self, episode: Episode) -> bytes:
     encoded = {}
     for key, value in episode.metadata.items():
       encoded[key] = _encode(self.features[key], value, key)
     encoded[fields.STEPS] = self._encode_steps(self._steps, episode.steps, fields.STEPS)
-    missing = set(self.features.keys()) - set(encoded)
-    if missing:
-      raise errors.SchemaError(f'episode lacks declared metadata {sorted(missing)}')
-    flat = tfds_utils.flatten_nest_dict(encoded)
-    direct, ragged = {}, {}
+    if len(encoded) != len(self.features.keys()):
+      missing = set(self.features.keys()) - set(encoded)
+      if missing:
+        raise errors.SchemaError(f'episode lacks declared metadata {sorted(missing)}')
+    flat = _flatten_nest_dict(encoded)
+    direct, ragged = [], {}
     for key, value in flat.items():
-      feature = _direct_feature(value, self._flat_info[key])
-      if feature is None:
-        ragged[key] = value
+      kind = self._maybe_direct[key] and _direct_kind(value, self._flat_info[key])
+      if kind:
+        direct.append((key, kind, value))
       else:
-        direct[key] = feature
+        ragged[key] = value
     if ragged:
       # pylint: disable-next=protected-access
       example = example_serializer._dict_to_tf_example(
           ragged, {key: self._flat_info[key] for key in ragged})
     else:
       example = tf_example_pb2.Example()
-    for key, feature in direct.items():
-      example.features.feature[key].CopyFrom(feature)
+    feature_map = example.features.feature
+    for key, kind, value in direct:
+      # Python lists fill repeated fields several times faster than numpy arrays do.
+      if kind == 'float':
+        feature_map[key].float_list.value.extend(value.reshape(-1).tolist())
+      elif kind == 'int':
+        feature_map[key].int64_list.value.extend(value.reshape(-1).astype(np.int64).tolist())
+      else:
+        feature_map[key].bytes_list.value.extend(value if isinstance(value, list) else [value])
     return example.SerializeToString()
 
   def _encode_steps(self, feature: Any, value: Any, path: str) -> Any:
@@ -151,19 +161,32 @@ def _encode(feature: tfds.features.FeatureConnector, value: Any, path: str) -> A
     raise errors.SchemaError(f'value does not match feature {feature!r}: {e}', field=path) from e
 
 
-def _direct_feature(value: Any, info: Any) -> Any:
-  """A Feature proto for a non-ragged leaf, encoded as TFDS would; None for anything else."""
-  if info.sequence_rank > 1 or None in info.shape[info.sequence_rank:]:
-    return None
+def _direct_kind(value: Any, info: Any) -> str:
+  """How a non-ragged leaf becomes a Feature proto as TFDS would encode it: 'float', 'int' or
+  'bytes'; '' when it must go through TFDS's serializer."""
   if isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' and value.dtype != np.uint64:
-    # Python lists fill repeated fields several times faster than numpy arrays do.
-    if value.dtype.kind == 'f':
-      return tf_feature_pb2.Feature(
-          float_list=tf_feature_pb2.FloatList(value=value.reshape(-1).tolist()))
-    return tf_feature_pb2.Feature(
-        int64_list=tf_feature_pb2.Int64List(value=value.reshape(-1).astype(np.int64).tolist()))
+    return 'float' if value.dtype.kind == 'f' else 'int'
   if isinstance(value, (list, bytes)) and np.dtype(info.np_dtype).kind in 'OSU':
     values = value if isinstance(value, list) else [value]
     if all(isinstance(v, bytes) for v in values):
-      return tf_feature_pb2.Feature(bytes_list=tf_feature_pb2.BytesList(value=values))
-  return None
+      return 'bytes'
+  return ''
+
+
+def _flatten_nest_dict(d: Mapping[str, Any]) -> dict[str, Any]:
+  """tfds_utils.flatten_nest_dict (nested keys joined with '/', a list of dicts becomes lists per
+  key), without its per-item bookkeeping; raises ValueError on colliding keys as it does."""
+  flat = {}
+  for k, v in d.items():
+    if isinstance(v, dict):
+      items = _flatten_nest_dict(v).items()
+      items = [(f'{k}/{k2}', v2) for k2, v2 in items]
+    elif isinstance(v, list) and v and isinstance(v[0], dict):
+      items = [(f'{k}/{k2}', [v[i][k2] for i in range(len(v))]) for k2 in v[0]]
+    else:
+      items = [(k, v)]
+    for key, value in items:
+      if key in flat:
+        raise ValueError(f'Try to overwrite existing key: {key}')
+      flat[key] = value
+  return flat
