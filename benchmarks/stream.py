@@ -4,11 +4,13 @@
     python benchmarks/stream.py --quick    # small datasets, about two minutes
 
 Datasets (written once under --work_dir): a D4RL-like dataset (obs float32[17], action float32[6],
-1000-step episodes), an image dataset and a 10x larger copy of the first (its files repeated,
-metadata rewritten with tfds.folder_dataset.write_metadata). Rates are steps per second, read in
+1000-step episodes), an image dataset and, for memory, the first's episodes in SHARDS files and a
+10x larger copy (those files repeated; metadata by tfds.folder_dataset.write_metadata). Rates are steps per second, read in
 graph by a tf.function loop (pipeline capacity) and in a Python loop (what a training loop sees), in
 steady state (after a warm-up on the same iterator). Peak memory is the peak RSS (VmHWM) of a
-subprocess reading the same number of batches from each dataset, above its TensorFlow baseline.
+subprocess reading the same number of batches from each dataset, above its TensorFlow baseline;
+1x and 10x both have more files than the stream keeps open (streams.reading.READ_CYCLE_LENGTH), so
+only the dataset size differs between them.
 
 The image dataset (observation uint8[84, 84, 4]) is ZLIB-encoded: what rlds_suite.features.tensor
 writes for frame stacks, so what users read. Measured per frame on 2 loaded cores: ZLIB decodes in
@@ -30,6 +32,7 @@ import time
 import numpy as np
 
 BATCH = 256
+SHARDS = 16  # Files of the 1x dataset compared for memory (the 10x one has ten times as many).
 
 
 def _write_datasets(work_dir: str, episodes: int, image_episodes: int, steps: int) -> dict[str, str]:
@@ -71,21 +74,33 @@ def _write_datasets(work_dir: str, episodes: int, image_episodes: int, steps: in
       print(f'wrote {name}: {num * steps} steps in {time.perf_counter() - start:.0f}s',
             file=sys.stderr)
     dirs[name] = target
-  # 10x larger: the same files ten times over (decoding cost per step is unchanged).
-  large = os.path.join(work_dir, 'd4rl_like_x10', '1.0.0')
-  if not os.path.exists(os.path.join(large, 'dataset_info.json')):
-    os.makedirs(large, exist_ok=True)
-    files = sorted(f for f in os.listdir(dirs['d4rl_like']) if '.tfrecord' in f)
-    total = 10 * len(files)
-    for copy in range(10):
-      for i, f in enumerate(files):
-        shutil.copy(os.path.join(dirs['d4rl_like'], f),
-                    os.path.join(large, f'd4rl_like_x10-train.tfrecord-'
-                                 f'{copy * len(files) + i:05d}-of-{total:05d}'))
-    feature_dict = features.rlds_features(observation=features.tensor((17,), np.float32),
-                                          action=action)
-    tfds.folder_dataset.write_metadata(data_dir=large, features=feature_dict)
-  dirs['d4rl_like_x10'] = large
+  # For memory, the same episodes in SHARDS files (shuffled and interleaved when read, like any
+  # multi-file dataset; the written one is a single file read in order), and a 10x larger copy:
+  # the same files ten times over (decoding cost per step is unchanged). Both have at least
+  # reading.READ_CYCLE_LENGTH files, so both keep that many open: what stays is the dataset size.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  source = sorted(os.path.join(dirs['d4rl_like'], f) for f in os.listdir(dirs['d4rl_like'])
+                  if '.tfrecord' in f)
+  records = list(tf.data.TFRecordDataset(source).as_numpy_iterator())
+  observation = features.tensor((17,), np.float32)
+  for name, copies in (('d4rl_like_sharded', 1), ('d4rl_like_x10', 10)):
+    target = os.path.join(work_dir, name, '1.0.0')
+    total = copies * SHARDS
+    if not os.path.exists(os.path.join(target, 'dataset_info.json')) or sum(
+        '.tfrecord' in f for f in os.listdir(target)) != total:  # Or from an older layout.
+      shutil.rmtree(os.path.join(work_dir, name), ignore_errors=True)
+      os.makedirs(target)
+      for copy in range(copies):
+        for shard in range(SHARDS):
+          index = copy * SHARDS + shard
+          path = os.path.join(target, f'{name}-train.tfrecord-{index:05d}-of-{total:05d}')
+          with tf.io.TFRecordWriter(path) as writer:
+            for record in records[shard * len(records) // SHARDS:
+                                  (shard + 1) * len(records) // SHARDS]:
+              writer.write(record)
+      tfds.folder_dataset.write_metadata(
+          data_dir=target, features=features.rlds_features(observation=observation, action=action))
+    dirs[name] = target
   return dirs
 
 
@@ -206,7 +221,7 @@ def main() -> None:
   results = _measure(dirs, args)
   memory_batches = min(episodes * args.steps // BATCH, args.max_batches)
   memory = {name: _peak_rss_mib(dirs[name], memory_batches)
-            for name in ('d4rl_like', 'd4rl_like_x10', 'image_like')}
+            for name in ('d4rl_like', 'd4rl_like_sharded', 'd4rl_like_x10', 'image_like')}
   report = {'results_steps_per_s': results, 'peak_rss_mib': memory, 'ratios': {}}
   for name, rates in results.items():
     for mode in ('graph', 'python'):
@@ -218,7 +233,7 @@ def main() -> None:
               'mix/ours': rates['ours_3_mix'][mode] / rates['ours'][mode]}
              if 'ours_3_mix' in rates else {}),
       }
-  growth = memory['d4rl_like_x10']['stream'] / max(memory['d4rl_like']['stream'], 1.0)
+  growth = memory['d4rl_like_x10']['stream'] / max(memory['d4rl_like_sharded']['stream'], 1.0)
   print(json.dumps(_rounded(report), indent=1))
   print('\nTargets (steps/s ratios; graph = tf.function loop, python = Python loop):')
   for name, ratios in report['ratios'].items():
@@ -227,9 +242,11 @@ def main() -> None:
     if 'mix/naive' in ratios:
       line += f'  3-mix/naive {_verdict(ratios["mix/naive"], 10)}  3-mix/ours {ratios["mix/ours"]:.2f}x'
     print(line)
-  print(f'memory: stream peak RSS above TensorFlow baseline {memory["d4rl_like"]["stream"]:.0f} MiB '
-        f'(1x), {memory["d4rl_like_x10"]["stream"]:.0f} MiB (10x): growth {growth:.2f}x '
-        f'(target: flat, not 10x; {"met" if growth < 2 else "NOT met"}); images '
+  print(f'memory: stream peak RSS above TensorFlow baseline '
+        f'{memory["d4rl_like_sharded"]["stream"]:.0f} MiB (1x, {SHARDS} files), '
+        f'{memory["d4rl_like_x10"]["stream"]:.0f} MiB (10x, {10 * SHARDS} files): growth '
+        f'{growth:.2f}x (target: flat, not 10x; {"met" if growth < 1.25 else "NOT met"}); '
+        f'1x as one file read in order {memory["d4rl_like"]["stream"]:.0f} MiB; images '
         f'{memory["image_like"]["stream"]:.0f} MiB')
 
 

@@ -21,10 +21,10 @@ from rlds_suite import nested
 from rlds_suite.units import PADDING_MASK
 
 # File reading, declared so that memory is bounded by constants, not by the dataset: with shuffled
-# files at most READ_CYCLE_LENGTH files are open at once (interleaved one episode from each in
-# turn), each read through a READ_BUFFER_BYTES buffer and buffering about two serialized episodes
-# ahead. TFDS's defaults (8 MiB per file, blocks of 16 episodes per file, each buffered ahead) grow
-# with the number of files up to 16 x (8 MiB + 32 episodes). 1 MiB holds several episodes of state
+# files at most READ_CYCLE_LENGTH files are open at once (interleaved sequentially, one episode
+# from each in turn), each read through a READ_BUFFER_BYTES buffer. TFDS's defaults (8 MiB per
+# file, blocks of 16 episodes per file buffered ahead, a parallel interleave opening files ahead)
+# grow with the number of files up to about 32 x (8 MiB + 32 episodes). 1 MiB holds several episodes of state
 # vectors and costs no measurable throughput on local disk.
 READ_CYCLE_LENGTH = 16
 READ_BUFFER_BYTES = 1 << 20
@@ -74,8 +74,8 @@ def read_steps(builder: tfds.core.DatasetBuilder, split: str, *, shuffle_files: 
   refuses to read out of order, episodes come in file order.
 
   Files are read one at a time in order, or with `shuffle_files` READ_CYCLE_LENGTH at a time:
-  file buffers take at most READ_CYCLE_LENGTH x (READ_BUFFER_BYTES + ~2 serialized episodes),
-  whatever the number and size of files.
+  file buffers take at most READ_CYCLE_LENGTH x READ_BUFFER_BYTES (16 MiB), whatever the number
+  and size of files.
   """
   shuffle_files = shuffle_files and not builder.info.disable_shuffling
   read_config = tfds.ReadConfig(
@@ -89,6 +89,9 @@ def read_steps(builder: tfds.core.DatasetBuilder, split: str, *, shuffle_files: 
       # order, `episode_lengths` counts in it).
       interleave_cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
       interleave_block_length=1,
+      # Interleaving files, sequentially: a parallel interleave also opens (and buffers) up to as
+      # many files ahead. Parsing and decoding stay parallel; one file is read ahead in parallel.
+      num_parallel_calls_for_interleave_files=None if shuffle_files else tf.data.AUTOTUNE,
       override_buffer_size=READ_BUFFER_BYTES)
   episodes = builder.as_dataset(split=split, shuffle_files=shuffle_files, read_config=read_config,
                                 decoders={fields.STEPS: StepsDecoder(keep)})
