@@ -44,6 +44,8 @@ def _shard_lengths(directory):
 
 
 def _data_files(directory):
+  if not os.path.isdir(directory):  # Created when the writer thread writes the first episode.
+    return []
   return sorted(f for f in os.listdir(directory) if '.tfrecord-' in f and not f.startswith('.'))
 
 
@@ -65,6 +67,7 @@ def test_sigkill_leaves_completed_shards_loadable(tmp_path):
   # A new run appends to what the killed one left.
   process = _start(directory, per_shard=2)
   _wait_for_episodes(directory, process, sum(lengths) + 4 + 3)
+  _wait_for_files(directory, process, len(lengths) + 1)  # Its first new shard is complete.
   process.send_signal(signal.SIGKILL)
   process.wait()
   assert len(_shard_lengths(directory)) > len(lengths)
