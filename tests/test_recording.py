@@ -81,9 +81,11 @@ def test_serializer_matches_tfds_encoding():
                                 steps['observation']['pixels'])  # Lossless.
 
 
-def test_cartpole_round_trip_with_metadata(tmp_path):
+@pytest.mark.parametrize('writer_thread', [None, True])  # None: inline for non-image data.
+def test_cartpole_round_trip_with_metadata(tmp_path, writer_thread):
   env = Tape(envs.make('gymnasium:CartPole-v1', seed=0))
-  writer = rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env, max_episodes_per_shard=2)
+  writer = rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env, max_episodes_per_shard=2,
+                                 writer_thread=writer_thread)
 
   def step_fn(timestep, action, environment):  # Text and a variable-length field (envlogger#14).
     count = 0 if action is None else int(action) + 1
@@ -126,9 +128,10 @@ def test_close_is_idempotent_and_metadata_per_shard(tmp_path, monkeypatch):
   assert tfds.builder_from_directory(os.fspath(tmp_path)).info.splits['train'].num_examples == 8
 
 
-def test_writer_thread_errors_reach_the_caller(tmp_path):
+@pytest.mark.parametrize('writer_thread', [None, True])
+def test_writer_errors_reach_the_caller(tmp_path, writer_thread):
   env = envs.make('gymnasium:CartPole-v1', seed=0)
-  writer = rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env)
+  writer = rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env, writer_thread=writer_thread)
   calls = []
 
   def step_fn(timestep, action, environment):  # Keys change after the first episode.

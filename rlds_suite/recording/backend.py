@@ -60,6 +60,11 @@ class RLDSWriter(backend_writer.BackendWriter):
   A shard is completed after `max_episodes_per_shard` episodes or `max_bytes_per_shard` bytes,
   whichever comes first; a killed process loses at most the open shard and the episodes queued
   for writing (at most `max_pending_episodes`, which also bounds the memory they hold).
+
+  `writer_thread`: convert and write episodes on a background thread (default when images are
+  declared: their encoding releases the GIL and overlaps the environment) or in the caller's thread
+  at each episode end (default otherwise: pure-Python conversion gains nothing from a thread but
+  pays a hand-over per episode).
   """
 
   def __init__(self,
@@ -80,6 +85,7 @@ class RLDSWriter(backend_writer.BackendWriter):
                max_bytes_per_shard: int = 256 << 20,
                dataset_metadata: Optional[Mapping[str, Any]] = None,
                max_pending_episodes: int = 4,
+               writer_thread: Optional[bool] = None,
                **base_kwargs):
     super().__init__(**base_kwargs)
     self._closed = True  # Until construction succeeds; makes __del__ harmless.
@@ -106,8 +112,11 @@ class RLDSWriter(backend_writer.BackendWriter):
     self._episode_metadata: Any = None
     self.num_episodes_written = 0
     self.num_episodes_discarded = 0
-    self._worker = background.BackgroundWorker(f'RLDSWriter({self.data_directory})',
-                                               max_pending_episodes)
+    if writer_thread is None:  # Image encoding releases the GIL; pure-Python conversion does not.
+      writer_thread = bool(self._image_fields) or _has_image(self._declared_steps)
+    self._worker = (background.BackgroundWorker(f'RLDSWriter({self.data_directory})',
+                                                max_pending_episodes)
+                    if writer_thread else background.InlineWorker())
     self._close_at_exit = _close_at_exit(self)
     atexit.register(self._close_at_exit)
     self._closed = False
@@ -368,3 +377,11 @@ def _as_episode_metadata(metadata: Any) -> dict[str, Any]:
   if fields.STEPS in data:
     raise errors.SchemaError("episode metadata may not use the key 'steps'", field='episode_fn')
   return {key: step_features_lib.tuples_as_dicts(value) for key, value in data.items()}
+
+
+def _has_image(features: Any) -> bool:
+  if isinstance(features, tfds.features.Image):
+    return True
+  if isinstance(features, (Mapping, tfds.features.FeaturesDict)):
+    return any(_has_image(value) for value in features.values())
+  return False

@@ -17,6 +17,33 @@ from rlds_suite import errors
 Job = Callable[[], None]
 
 
+class InlineWorker:
+  """The same interface, running each job at once in the caller's thread. For episodes whose
+  conversion is pure Python (no image encoding that releases the GIL), a thread only adds a
+  hand-over per episode."""
+
+  def __init__(self):
+    self.error: Optional[BaseException] = None
+
+  def submit(self, job: Job) -> None:
+    self.raise_error()
+    try:
+      job()
+    except BaseException as e:  # pylint: disable=broad-except
+      self.error = e
+      raise
+
+  def wait(self) -> None:
+    self.raise_error()
+
+  def close(self) -> None:
+    self.raise_error()
+
+  def raise_error(self) -> None:
+    if self.error is not None:
+      raise self.error
+
+
 class BackgroundWorker:
   """Runs submitted jobs one at a time, in submission order, on a single daemon thread."""
 
