@@ -100,6 +100,18 @@ def flatten_with_paths(structure: Nested) -> list[tuple[str, Any]]:
           for path, leaf in tree.flatten_with_path(structure)]
 
 
+def flatten_paths(structure: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
+  """{'a': {'b': x}, 'c': y} -> {'a/b': x, 'c': y}; only Mappings nest. Inverse of unflatten_paths."""
+  flat = {}
+  for key, value in structure.items():
+    path = f'{prefix}{key}'
+    if isinstance(value, Mapping):
+      flat.update(flatten_paths(value, f'{path}/'))
+    else:
+      flat[path] = value
+  return flat
+
+
 def unflatten_paths(flat: Mapping[str, Any]) -> dict[str, Any]:
   """{'a/b': x, 'c': y} -> {'a': {'b': x}, 'c': y}."""
   root: dict[str, Any] = {}

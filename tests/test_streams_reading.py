@@ -6,6 +6,7 @@ from rlds_suite import datasets
 from rlds_suite import episodes
 from rlds_suite import features
 from rlds_suite import fields
+from rlds_suite import nested
 from rlds_suite import writing
 from rlds_suite.streams import reading
 
@@ -26,6 +27,6 @@ def test_read_steps_equals_tfds_decoding(tmp_path):
   builder = datasets.load_builder(directory)
   got = next(iter(reading.read_steps(builder, 'train').as_numpy_iterator()))
   expected = next(datasets.numpy_episodes(datasets.episodes(builder)))[fields.STEPS]
-  for path, value in reading.flatten_paths(expected).items():
-    np.testing.assert_array_equal(reading.flatten_paths(got)[path], value, err_msg=path)
+  for path, value in nested.flatten_paths(expected).items():
+    np.testing.assert_array_equal(nested.flatten_paths(got)[path], value, err_msg=path)
   np.testing.assert_array_equal(got[fields.OBSERVATION]['stack'], observations['stack'])

@@ -263,7 +263,7 @@ def _read_group(f: h5py.File, group: str, specs: Optional[Mapping[str, Any]], *,
             for name in hdf5.dataset_names(f[group])}
     return nested.unflatten_paths(flat)
   flat = {}
-  for name, spec in _flatten_specs(specs):
+  for name, spec in nested.flatten_paths(specs).items():
     key = f'{group}/{name}'
     rank = len(spec.shape) + int(per_row)
     array = hdf5.read_array(f, key, ranks=(rank,), kinds='SO' if spec.is_text else 'biuf')
@@ -287,11 +287,3 @@ def _decode(value: Any) -> Any:
   if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in 'SO':
     return _decode(value.item())
   return value
-
-
-def _flatten_specs(specs: Mapping[str, Any], prefix: str = '') -> Iterator[tuple[str, Spec]]:
-  for name, value in specs.items():
-    if isinstance(value, Spec):
-      yield prefix + name, value
-    else:
-      yield from _flatten_specs(value, f'{prefix}{name}/')

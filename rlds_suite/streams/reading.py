@@ -107,22 +107,10 @@ def episode_lengths(builder: tfds.core.DatasetBuilder, split: str) -> np.ndarray
 
 # ---- Step specs across datasets ----------------------------------------------------------------
 
-def flatten_paths(structure: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
-  """{'observation': {'pos': x}} -> {'observation/pos': x}."""
-  flat = {}
-  for key, value in structure.items():
-    path = f'{prefix}{key}'
-    if isinstance(value, Mapping):
-      flat.update(flatten_paths(value, f'{path}/'))
-    else:
-      flat[path] = value
-  return flat
-
-
 def step_spec(steps: tf.data.Dataset) -> dict[str, tf.TensorSpec]:
   """Path -> spec of one step's value, from a `read_steps` dataset."""
   return {path: tf.TensorSpec(spec.shape[1:], spec.dtype)
-          for path, spec in flatten_paths(steps.element_spec).items()}
+          for path, spec in nested.flatten_paths(steps.element_spec).items()}
 
 
 def _describe(spec: Optional[tf.TensorSpec]) -> str:
@@ -180,7 +168,7 @@ def plan_projection(specs: Sequence[Mapping[str, tf.TensorSpec]], names: Sequenc
 def _keep_paths(kept: Sequence[str]) -> Callable[[dict], dict]:
 
   def project(steps):
-    flat = flatten_paths(steps)
+    flat = nested.flatten_paths(steps)
     return nested.unflatten_paths({p: flat[p] for p in kept})
 
   return project
@@ -190,7 +178,7 @@ def _pad_paths(targets: Mapping[str, tf.TensorSpec],
                spec: Mapping[str, tf.TensorSpec]) -> Callable[[dict], dict]:
 
   def project(steps):
-    flat = flatten_paths(steps)
+    flat = nested.flatten_paths(steps)
     num = tf.shape(flat[fields.IS_FIRST])[0]
     masks = {}
     for path, target in targets.items():
