@@ -1,7 +1,6 @@
 """rlds_suite.envs: the gymnasium adapter's specs and endings, the factory, missing extras."""
 
 import dm_env
-import gymnasium
 from gymnasium import spaces
 import numpy as np
 import pytest

@@ -1,7 +1,6 @@
 """rlds_suite.readers.d4rl_pybullet on files written like d4rl_pybullet/collect.py
 (tests/fixtures/write_d4rl_pybullet.py)."""
 
-import importlib.util
 import pathlib
 import shutil
 
@@ -14,18 +13,11 @@ from rlds_suite import errors
 from rlds_suite import fields
 from rlds_suite.episodes import Ending
 from rlds_suite.readers import d4rl_pybullet
+from tests.fixtures import write_d4rl_pybullet
 
 FIXTURES = pathlib.Path(__file__).parent / 'fixtures'
 MEDIUM = FIXTURES / 'd4rl_pybullet' / 'hopper-bullet-medium-v0.hdf5'
 HOPPER = d4rl_pybullet.TASKS[0]
-
-
-def load_writer():
-  spec = importlib.util.spec_from_file_location('write_d4rl_pybullet',
-                                                FIXTURES / 'write_d4rl_pybullet.py')
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def raw(path: pathlib.Path) -> dict:
@@ -67,7 +59,7 @@ def test_rewards_shift_from_arrival_to_earned_and_terminal_rows_become_final_ste
 
 
 def test_time_limit_end_is_truncation_and_a_one_row_tail_is_skipped(tmp_path):
-  path = load_writer().write_time_limited(tmp_path)
+  path = write_d4rl_pybullet.write_time_limited(tmp_path)
   data = raw(path)
   assert len(data['rewards']) == 3 + 1001 + 1
   np.testing.assert_array_equal(data['terminals'][:, 0].nonzero()[0], [2, 1003])

@@ -1,7 +1,6 @@
 """imitation rollouts reader: fixture fidelity, values, endings, and bad input as typed errors."""
 
 import dataclasses
-import importlib.util
 import io
 import os
 import pathlib
@@ -17,6 +16,7 @@ from rlds_suite import fields
 from rlds_suite import safe_pickle
 from rlds_suite.readers import files
 from rlds_suite.readers import imitation
+from tests.fixtures import write_imitation
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / 'fixtures' / 'imitation'
 REAL_FILE = (pathlib.Path(__file__).resolve().parents[2] / 'shared' / 'real_data' / 'imitation' /
@@ -24,15 +24,6 @@ REAL_FILE = (pathlib.Path(__file__).resolve().parents[2] / 'shared' / 'real_data
 CARTPOLE = imitation.LAYOUTS['cartpole']
 
 
-def _fixture_writer():
-  spec = importlib.util.spec_from_file_location(
-      'write_imitation', pathlib.Path(__file__).parent / 'fixtures' / 'write_imitation.py')
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-writer = _fixture_writer()
 
 
 class _RecordingUnpickler(safe_pickle.RestrictedUnpickler):
@@ -109,11 +100,11 @@ def _assert_matches(trajectory: episodes.Trajectory, native) -> None:
 
 
 @pytest.mark.parametrize('name, natives', [
-    ('cartpole_rollouts.npz', writer.CARTPOLE_NPZ),
-    ('cartpole_rollouts.pkl', writer.CARTPOLE_PICKLE),
-    ('cartpole_single.npz', writer.CARTPOLE_SINGLE_NPZ),
-    ('cartpole_no_rewards.npz', writer.CARTPOLE_NO_REWARDS_PICKLE),
-    ('cartpole_no_rewards.pkl', writer.CARTPOLE_NO_REWARDS_PICKLE),
+    ('cartpole_rollouts.npz', write_imitation.CARTPOLE_NPZ),
+    ('cartpole_rollouts.pkl', write_imitation.CARTPOLE_PICKLE),
+    ('cartpole_single.npz', write_imitation.CARTPOLE_SINGLE_NPZ),
+    ('cartpole_no_rewards.npz', write_imitation.CARTPOLE_NO_REWARDS_PICKLE),
+    ('cartpole_no_rewards.pkl', write_imitation.CARTPOLE_NO_REWARDS_PICKLE),
 ])
 def test_read_rollouts_values(name, natives):
   trajectories = imitation.read_rollouts(FIXTURES / name, CARTPOLE)
@@ -135,7 +126,7 @@ def test_endings_from_terminal_flag_and_time_limit_info():
 
 def test_episode_steps_of_a_length_one_trajectory():
   (_, episode, *_) = imitation.read_episodes(FIXTURES / 'cartpole_rollouts.npz', CARTPOLE)
-  native = writer.CARTPOLE_NPZ[1]
+  native = write_imitation.CARTPOLE_NPZ[1]
   steps = episode.steps
   np.testing.assert_array_equal(steps[fields.OBSERVATION], native.obs)
   np.testing.assert_array_equal(steps[fields.ACTION], [native.acts[0], 0])
@@ -149,7 +140,7 @@ def test_episode_steps_of_a_length_one_trajectory():
 def test_pendulum_layout_casts_float32_rewards_exactly():
   trajectories = imitation.read_rollouts(FIXTURES / 'pendulum_rollouts.npz',
                                          imitation.LAYOUTS['pendulum'])
-  for trajectory, native in zip(trajectories, writer.PENDULUM_NPZ):
+  for trajectory, native in zip(trajectories, write_imitation.PENDULUM_NPZ):
     assert trajectory.rewards.dtype == np.float64
     np.testing.assert_array_equal(trajectory.rewards, native.rews)
     assert trajectory.actions.shape == (len(native.acts), 1)
@@ -159,22 +150,22 @@ def test_pendulum_layout_casts_float32_rewards_exactly():
 def test_declared_time_limit_turns_terminal_episodes_at_the_limit_into_truncations(tmp_path):
   layout = dataclasses.replace(CARTPOLE, time_limit=3)
   path = tmp_path / 'cartpole.npz'
-  writer.save_npz(path, [writer.cartpole_trajectory(3, terminal=True, seed=1),
-                         writer.cartpole_trajectory(2, terminal=True, seed=2)])
+  write_imitation.save_npz(path, [write_imitation.cartpole_trajectory(3, terminal=True, seed=1),
+                         write_imitation.cartpole_trajectory(2, terminal=True, seed=2)])
   endings = [t.ending for t in imitation.read_rollouts(path, layout)]
   assert endings == [episodes.Ending.TRUNCATED, episodes.Ending.TERMINATED]
 
 
 def _with_infos(num_actions: int, infos: list, seed: int = 0):
-  base = writer.cartpole_trajectory(num_actions, terminal=True, seed=seed)
-  return writer.TrajectoryWithRew(obs=base.obs, acts=base.acts, infos=writer.infos_array(infos),
+  base = write_imitation.cartpole_trajectory(num_actions, terminal=True, seed=seed)
+  return write_imitation.TrajectoryWithRew(obs=base.obs, acts=base.acts, infos=write_imitation.infos_array(infos),
                                    terminal=True, rews=base.rews)
 
 
 def test_declared_info_keys_become_step_metadata_and_others_are_dropped(tmp_path):
   layout = dataclasses.replace(CARTPOLE, info_keys={'speed': ((), np.float32)})
   path = tmp_path / 'cartpole.npz'
-  writer.save_npz(path, [_with_infos(3, [{'speed': 0.5, 'other': 'x'}, {'speed': 1.5},
+  write_imitation.save_npz(path, [_with_infos(3, [{'speed': 0.5, 'other': 'x'}, {'speed': 1.5},
                                          {'speed': 2.5, 'episode': {'r': 3.0}}])])
   (episode,) = imitation.read_episodes(path, layout)
   np.testing.assert_array_equal(episode.steps['infos']['speed'], [0.5, 1.5, 2.5, 0.0])
@@ -184,7 +175,7 @@ def test_declared_info_keys_become_step_metadata_and_others_are_dropped(tmp_path
 def test_declared_info_key_missing_at_a_step(tmp_path):
   layout = dataclasses.replace(CARTPOLE, info_keys={'speed': ((), np.float32)})
   path = tmp_path / 'cartpole.npz'
-  writer.save_npz(path, [_with_infos(2, [{'speed': 0.5}, {}])])
+  write_imitation.save_npz(path, [_with_infos(2, [{'speed': 0.5}, {}])])
   with pytest.raises(errors.SchemaError, match=r'cartpole.npz: infos/speed: trajectory 0.*\[1\]'):
     imitation.read_rollouts(path, layout)
 

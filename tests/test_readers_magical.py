@@ -1,10 +1,8 @@
 """MAGICAL reader: fixture fidelity, values, and every kind of bad input as a typed error."""
 
 import gzip
-import importlib.util
 import pickle
 import pickletools
-import pathlib
 import shutil
 
 import numpy as np
@@ -15,16 +13,9 @@ from rlds_suite import errors
 from rlds_suite import episodes
 from rlds_suite.builders.magical_demos import magical_demos_dataset_builder
 from rlds_suite.readers import magical
+from tests.fixtures import write_magical
 
 DEMO = 'demo-MoveToCorner-Demo-v0-000.pkl.gz'
-
-
-def _fixture_writer():
-  spec = importlib.util.spec_from_file_location(
-      'write_magical', pathlib.Path(__file__).parent / 'fixtures' / 'write_magical.py')
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def _globals(path) -> set:
@@ -72,7 +63,7 @@ def test_real_demo_values(real_data):
 
 def _rewrite(path, transform):
   """Edits a fixture demo with MAGICAL's own classes registered, so the globals stay real."""
-  _fixture_writer()._register_milbench_module()
+  write_magical._register_milbench_module()
   with gzip.open(path) as f:
     data = pickle.load(f)  # Our own fixture: trusted.
   transform(data)

@@ -2,7 +2,6 @@
 
 import envlogger
 from envlogger.converters import codec
-import numpy as np
 
 import rlds_suite
 from rlds_suite import cli

@@ -1,6 +1,5 @@
 """Streams end to end on small written datasets: values, shuffling, seeds, shards, checkpoints, mixing."""
 
-import collections
 
 import numpy as np
 import pytest

@@ -1,6 +1,5 @@
 """d4rl_pybullet over dummy_data (written by tests/fixtures/write_d4rl_pybullet.py, like collect.py)."""
 
-import importlib.util
 import pathlib
 
 import h5py
@@ -11,10 +10,9 @@ import rlds_suite
 from rlds_suite import errors
 from rlds_suite import fields
 from rlds_suite.builders.d4rl_pybullet import d4rl_pybullet_dataset_builder
+from tests.fixtures import write_d4rl_pybullet
 
 DUMMY_DATA = pathlib.Path(__file__).parent / 'dummy_data'
-WRITER = pathlib.Path(__file__).resolve().parents[2] / 'tests' / 'fixtures' / (
-    'write_d4rl_pybullet.py')
 
 
 class D4RLPybulletTest(tfds.testing.DatasetBuilderTestCase):
@@ -22,13 +20,6 @@ class D4RLPybulletTest(tfds.testing.DatasetBuilderTestCase):
   BUILDER_CONFIG_NAMES_TO_TEST = ['hopper-bullet-medium-v0']
   SPLITS = {'train': 4}
   SKIP_CHECKSUMS = True  # Manual download only: no checksums are published.
-
-
-def _load_writer():
-  spec = importlib.util.spec_from_file_location('write_d4rl_pybullet', WRITER)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 class D4RLPybulletValuesTest(tfds.testing.TestCase):
@@ -71,7 +62,7 @@ class D4RLPybulletValuesTest(tfds.testing.TestCase):
 
   def test_time_limit_is_truncation(self):
     manual_dir = pathlib.Path(self.tmp_dir) / 'manual'
-    _load_writer().write_time_limited(manual_dir)
+    write_d4rl_pybullet.write_time_limited(manual_dir)
     builder = self._build('hopper-bullet-random-v0', manual_dir)
     report = rlds_suite.validate(builder)
     report.raise_if_invalid()

@@ -12,7 +12,7 @@ MissingDependencyError naming the extra to install.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import dm_env
 import numpy as np
