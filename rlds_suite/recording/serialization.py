@@ -2,10 +2,10 @@
 
 TFDS encodes a `Dataset` feature one step at a time in Python and then walks every value again to
 look for ragged dimensions; for short episodes of small tensors that is the whole recording cost.
-Here fixed-shape plain tensors are encoded as one stacked array per episode. Per-step images and
-ZLIB tensors are encoded here, fast and outside the GIL: PNG `Image`s by OpenCV at compression
-level 1 when it is installed (TFDS's own encoder takes ~5x longer per Atari frame), ZLIB tensors
-at level 1; both decode with TFDS's own decoders to the same arrays. Other leaves that need
+Here fixed-shape plain tensors are encoded as one stacked array per episode. Per-step uint8/uint16 PNG
+`Image`s and ZLIB tensors are encoded by `compression` (ISA-L deflate, outside the GIL; TFDS's own
+PNG encoder takes ~30x longer per Atari frame); both decode with TFDS's own decoders to the same
+arrays. Other leaves that need
 per-element work (text, episode metadata) go through their feature's `encode_example`.
 Leaves of one flat array or one list of bytes per key become tf.train.Features directly; anything
 ragged (variable shapes inside steps) goes through TFDS's serializer. tests/test_recording.py
@@ -14,9 +14,7 @@ checks that the result parses to the same example as TFDS's own serialization.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Mapping, Optional
-import zlib
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -27,6 +25,7 @@ from tensorflow_datasets.proto import tf_example_pb2
 from rlds_suite import errors
 from rlds_suite import fields
 from rlds_suite.episodes import Episode
+from rlds_suite.recording import compression
 
 
 def _is_stackable(feature: tfds.features.FeatureConnector) -> bool:
@@ -34,10 +33,6 @@ def _is_stackable(feature: tfds.features.FeatureConnector) -> bool:
   return (type(feature) in (tfds.features.Tensor, tfds.features.Scalar) and
           feature._encoding == tfds.features.Encoding.NONE and  # pylint: disable=protected-access
           None not in feature.shape)
-
-
-# Level 1 of zlib's 0-9: several times faster than the default 6, and lossless like every level.
-COMPRESSION_LEVEL = 1
 
 
 class EpisodeSerializer:
@@ -108,29 +103,12 @@ class EpisodeSerializer:
 def _row_encoder(feature: tfds.features.FeatureConnector) -> Optional[Callable[[np.ndarray], bytes]]:
   """This module's encoder for one step of `feature`, or None to use `feature.encode_example`."""
   # pylint: disable=protected-access
-  if type(feature) is tfds.features.Image and feature._encoding_format == 'png':
-    cv2 = _opencv()
-    if cv2 is None:
-      return None
-    to_bgr = {3: cv2.COLOR_RGB2BGR, 4: cv2.COLOR_RGBA2BGRA}.get(feature.shape[-1])
-    # The SUB filter and run-length matching instead of libpng's adaptive filter choice: ~3x faster
-    # on Atari frames, ~15% larger. (OpenCV < 4.11 has no filter option.)
-    params = [cv2.IMWRITE_PNG_COMPRESSION, COMPRESSION_LEVEL,
-              cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE]
-    if hasattr(cv2, 'IMWRITE_PNG_FILTER'):
-      params += [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB]
-
-    def encode_png(image: np.ndarray) -> bytes:
-      ok, encoded = cv2.imencode('.png', image if to_bgr is None else cv2.cvtColor(image, to_bgr),
-                                 params)
-      if not ok:
-        raise errors.InvalidValueError(f'OpenCV could not PNG-encode an image of shape {image.shape}')
-      return encoded.tobytes()
-
-    return encode_png
+  if (type(feature) is tfds.features.Image and feature._encoding_format == 'png' and
+      feature.np_dtype in (np.uint8, np.uint16)):
+    return compression.png_bytes
   if (type(feature) is tfds.features.Tensor and feature._encoding == tfds.features.Encoding.ZLIB and
       None not in feature.shape):
-    return lambda array: zlib.compress(array.tobytes(), COMPRESSION_LEVEL)
+    return compression.zlib_bytes
   return None
 
 
@@ -143,15 +121,6 @@ def _checked_row(feature: tfds.features.FeatureConnector, row: Any, path: str) -
     raise errors.SchemaError(f'expected {np.dtype(feature.np_dtype).name}{list(shape)}, got '
                              f'{array.dtype.name}{list(array.shape)}', field=path)
   return np.ascontiguousarray(array)
-
-
-@functools.cache
-def _opencv() -> Any:
-  try:
-    import cv2  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return None
-  return cv2
 
 
 def _encode(feature: tfds.features.FeatureConnector, value: Any, path: str) -> Any:
