@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -181,46 +181,122 @@ class BoundaryPolicy:
         metadata=dict(metadata or {}))
 
 
+@dataclasses.dataclass(frozen=True)
+class TrajectoryBatch:
+  """Trajectories with their rows concatenated, converted in one numpy pass per field.
+
+  Trajectory i owns `num_actions[i]` consecutive rows of observations, actions, rewards, discounts
+  and step_metadata, and row i of `terminated`, `final_observations`, `final_step_metadata` and
+  `metadata` (each as in `Trajectory`; final observations are given for all or none).
+  """
+  observations: Nested
+  actions: Nested
+  rewards: np.ndarray
+  num_actions: np.ndarray
+  terminated: np.ndarray
+  final_observations: Optional[Nested] = None
+  step_metadata: Mapping[str, Nested] = dataclasses.field(default_factory=dict)
+  final_step_metadata: Optional[Mapping[str, Nested]] = None
+  metadata: Sequence[Mapping[str, Any]] = ()
+  discounts: Optional[np.ndarray] = None
+
+  @classmethod
+  def of(cls, trajectory: Trajectory) -> 'TrajectoryBatch':
+    """A batch holding one trajectory."""
+    final, final_metadata = trajectory.final_observation, trajectory.final_step_metadata
+    if final_metadata is not None and final is None:
+      raise errors.EpisodeBoundaryError('final-step metadata without a final observation',
+                                        field='step_metadata')
+    step_metadata = dict(trajectory.step_metadata)
+    if final is not None:
+      final = nested.as_one_row(trajectory.observations, final)
+      if final_metadata is not None:
+        final_metadata = nested.as_one_row(step_metadata, dict(final_metadata))
+    return cls(observations=trajectory.observations, actions=trajectory.actions,
+               rewards=np.asarray(trajectory.rewards),
+               num_actions=np.array([_length(trajectory.actions, fields.ACTION)]),
+               terminated=np.array([trajectory.ending is Ending.TERMINATED]),
+               final_observations=final, step_metadata=step_metadata,
+               final_step_metadata=final_metadata, metadata=[trajectory.metadata],
+               discounts=trajectory.discounts)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeBatch:
+  """RLDS episodes with their steps concatenated: episode i owns rows starts[i]:starts[i + 1]."""
+  steps: dict[str, Nested]
+  starts: np.ndarray
+  metadata: list[dict[str, Any]]
+
+  def __len__(self) -> int:
+    return len(self.starts) - 1
+
+  def episode(self, index: int) -> Episode:
+    steps = self.steps if len(self) == 1 else nested.take_rows(
+        self.steps, slice(self.starts[index], self.starts[index + 1]))
+    return Episode(steps=steps, metadata=dict(self.metadata[index]))
+
+
 def to_episode(trajectory: Trajectory) -> Episode:
   """A Trajectory -> RLDS steps with is_first/is_last/is_terminal and discounts set by its ending."""
-  num_actions = _length(trajectory.actions, fields.ACTION)
-  _expect(num_actions >= 1, fields.ACTION, 'an episode needs at least one action')
-  _expect(_length(trajectory.observations, fields.OBSERVATION) == num_actions, fields.OBSERVATION,
-          f'expected {num_actions} observations (one per action)')
-  rewards = np.asarray(trajectory.rewards)
-  _expect(len(rewards) == num_actions, fields.REWARD, f'expected {num_actions} rewards')
-  _check_finite(rewards, fields.REWARD)
+  return to_episodes(TrajectoryBatch.of(trajectory)).episode(0)
 
-  observations, actions = trajectory.observations, trajectory.actions
-  step_metadata = dict(trajectory.step_metadata)
-  if trajectory.final_step_metadata is not None and trajectory.final_observation is None:
+
+def to_episodes(batch: TrajectoryBatch) -> EpisodeBatch:
+  """Trajectories -> RLDS episodes; each as `to_episode` converts it, with numpy work per field
+  rather than per episode."""
+  counts = np.asarray(batch.num_actions, dtype=np.int64).reshape(-1)
+  locate = _Locator(counts)
+  if not len(counts) or counts.min() < 1:
+    raise locate.error(int(np.argmin(counts)) if len(counts) else 0, fields.ACTION,
+                       'an episode needs at least one action')
+  num_actions = int(counts.sum())
+  for field, structure, problem in (
+      (fields.OBSERVATION, batch.observations, 'observations (one per action)'),
+      (fields.REWARD, batch.rewards, 'rewards')):
+    locate.expect_rows(_length(structure, field), field, problem)
+  rewards = np.asarray(batch.rewards)
+  locate.check_finite(rewards, fields.REWARD)
+  step_metadata = dict(batch.step_metadata)
+  if step_metadata:
+    locate.expect_rows(_length(step_metadata, 'step_metadata'), 'step_metadata',
+                       'rows of step metadata (one per action)')
+  if batch.final_step_metadata is not None and batch.final_observations is None:
     raise errors.EpisodeBoundaryError('final-step metadata without a final observation',
                                       field='step_metadata')
-  if trajectory.final_observation is not None:
-    observations = nested.append_row(observations, trajectory.final_observation)
-    actions = nested.append_row(actions, nested.zeros_row(actions))
-    rewards = nested.append_row(rewards, nested.zeros_row(rewards))
-    final_row = trajectory.final_step_metadata
-    step_metadata = nested.append_row(
-        step_metadata, nested.zeros_row(step_metadata) if final_row is None else dict(final_row))
-  num_steps = num_actions + (trajectory.final_observation is not None)
 
-  terminated = trajectory.ending is Ending.TERMINATED
+  has_final = batch.final_observations is not None
+  lengths = counts + has_final
+  ends = np.cumsum(lengths)
+  starts = ends - lengths
+  num_steps = int(ends[-1])
+  action_rows = np.arange(num_actions) + (np.repeat(np.arange(len(counts)), counts) if has_final else 0)
+  last_actions = starts + counts - 1
+  observations, actions = batch.observations, batch.actions
+  if has_final:
+    final_rows = ends - 1
+    observations = nested.interleave_rows(observations, action_rows, batch.final_observations,
+                                          final_rows, num_steps)
+    actions = nested.interleave_rows(actions, action_rows, None, final_rows, num_steps)
+    rewards = nested.interleave_rows(rewards, action_rows, None, final_rows, num_steps)
+    step_metadata = nested.interleave_rows(step_metadata, action_rows, batch.final_step_metadata,
+                                           final_rows, num_steps)
+
+  terminated = np.asarray(batch.terminated, dtype=bool).reshape(-1)
   is_first = np.zeros(num_steps, dtype=bool)
-  is_first[0] = True
+  is_first[starts] = True
   is_last = np.zeros(num_steps, dtype=bool)
-  is_last[-1] = True
+  is_last[ends - 1] = True
   is_terminal = np.zeros(num_steps, dtype=bool)
-  is_terminal[-1] = terminated
+  is_terminal[ends - 1] = terminated
   discount = np.ones(num_steps, dtype=np.float32)
-  if trajectory.discounts is not None:
-    native = np.asarray(trajectory.discounts, dtype=np.float32).reshape(-1)
-    _expect(len(native) == num_actions, fields.DISCOUNT, f'expected {num_actions} discounts')
-    _check_finite(native, fields.DISCOUNT)
-    discount[:num_actions] = native
-  if terminated:
-    discount[num_actions - 1] = 0.0  # The action that reached the absorbing state.
-    discount[-1] = 0.0
+  if batch.discounts is not None:
+    native = np.asarray(batch.discounts, dtype=np.float32).reshape(-1)
+    locate.expect_rows(len(native), fields.DISCOUNT, 'discounts')
+    locate.check_finite(native, fields.DISCOUNT)
+    discount[action_rows] = native
+  discount[last_actions[terminated]] = 0.0  # The action that reached the absorbing state.
+  discount[(ends - 1)[terminated]] = 0.0
   steps = {
       fields.OBSERVATION: observations,
       fields.ACTION: actions,
@@ -231,7 +307,41 @@ def to_episode(trajectory: Trajectory) -> Episode:
       fields.IS_TERMINAL: is_terminal,
       **step_metadata,
   }
-  return Episode(steps=steps, metadata=dict(trajectory.metadata))
+  metadata = [dict(m) for m in batch.metadata] or [{} for _ in counts]
+  if len(metadata) != len(counts):
+    raise errors.SchemaError(f'expected episode metadata for {len(counts)} episodes, got '
+                             f'{len(metadata)}', field='metadata')
+  return EpisodeBatch(steps=steps, starts=np.append(starts, num_steps), metadata=metadata)
+
+
+class _Locator:
+  """Errors of a batch that name the episode (when there are several) and its own step indices."""
+
+  def __init__(self, counts: np.ndarray):
+    self._counts = counts
+    self._ends = np.cumsum(counts)
+
+  def error(self, episode: int, field: str, problem: str) -> errors.EpisodeBoundaryError:
+    prefix = f'episode {episode}: ' if len(self._counts) > 1 else ''
+    return errors.EpisodeBoundaryError(prefix + problem, field=field)
+
+  def expect_rows(self, rows: int, field: str, what: str) -> None:
+    expected = int(self._ends[-1])
+    if rows != expected:
+      raise errors.EpisodeBoundaryError(f'expected {expected} {what}, got {rows}', field=field)
+
+  def check_finite(self, values: np.ndarray, field: str) -> None:
+    # Kinds of np.number that can hold non-finite values (bools and integers never do).
+    if values.dtype.kind not in 'fcm' or np.isfinite(values).all():
+      return
+    bad = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
+    episode = int(np.searchsorted(self._ends, bad[0], side='right'))
+    local = bad[bad < self._ends[episode]] - (self._ends[episode] - self._counts[episode])
+    local = local[local >= 0]
+    prefix = f'episode {episode}: ' if len(self._counts) > 1 else ''
+    raise errors.InvalidValueError(
+        f'{prefix}non-finite values at steps {local[:10].tolist()}'
+        f'{" ..." if len(local) > 10 else ""}', field=field)
 
 
 def episode_ends(terminals: np.ndarray,
@@ -319,12 +429,3 @@ def _length(structure: Nested, field: str) -> int:
 def _expect(condition: bool, field: str, problem: str) -> None:
   if not condition:
     raise errors.EpisodeBoundaryError(problem, field=field)
-
-
-def _check_finite(values: np.ndarray, field: str) -> None:
-  # Kinds of np.number that can hold non-finite values (bools and integers never do).
-  if values.dtype.kind in 'fcm' and not np.isfinite(values).all():
-    bad = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
-    raise errors.InvalidValueError(
-        f'non-finite values at steps {bad[:10].tolist()}{" ..." if len(bad) > 10 else ""}',
-        field=field)

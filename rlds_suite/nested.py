@@ -50,21 +50,38 @@ def row(structure: Nested, index: int) -> Nested:
   return _map(lambda a: a[index], structure)
 
 
-def zeros_row(structure: Nested) -> Nested:
-  """A zero-filled row with the dtype and row shape of each leaf."""
-  return _map(lambda a: np.zeros(a.shape[1:], dtype=a.dtype), structure)
+def as_one_row(columns: Nested, value: Nested) -> Nested:
+  """`value`, one row shaped like `columns`' rows, as columns of one row of the same dtypes."""
+  return _map(_one_row, columns, value)
 
 
-def append_row(structure: Nested, new_row: Nested) -> Nested:
-  return _map(_append, structure, new_row)
-
-
-def _append(column: np.ndarray, value: Any) -> np.ndarray:
+def _one_row(column: np.ndarray, value: Any) -> np.ndarray:
   if column.dtype == object:  # One opaque value per row (strings, variable-length arrays).
     cell = np.empty(1, dtype=object)
     cell[0] = value
-    return np.concatenate([column, cell])
-  return np.concatenate([column, np.asarray(value, dtype=column.dtype)[None]], axis=0)
+    return cell
+  return np.asarray(value, dtype=column.dtype)[None]
+
+
+def interleave_rows(columns: Nested, rows: np.ndarray, others: Nested | None,
+                    other_rows: np.ndarray, num_rows: int) -> Nested:
+  """New columns of `num_rows` rows: `columns`' rows at `rows` and `others`' rows (columns of the
+  same structure and dtypes) at `other_rows`; with no `others`, those rows are zero-filled."""
+
+  def place(column: np.ndarray, *other: np.ndarray) -> np.ndarray:
+    if column.dtype == object:
+      out = np.empty(num_rows, dtype=object)
+      if not other:
+        for index in other_rows:
+          out[index] = np.zeros((), dtype=object)
+    else:
+      out = np.zeros((num_rows,) + column.shape[1:], dtype=column.dtype)
+    out[rows] = column
+    if other:
+      out[other_rows] = other[0]
+    return out
+
+  return _map(place, columns) if others is None else _map(place, columns, others)
 
 
 def concat_rows(structures: Sequence[Nested]) -> Nested:

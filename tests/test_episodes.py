@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from rlds_suite import errors
 from rlds_suite import fields
+from rlds_suite import nested
 from rlds_suite import episodes
 from rlds_suite import validation
 from rlds_suite.episodes import (BoundaryPolicy, EndingRule, Ending, FinalObservation,
@@ -187,3 +188,63 @@ def test_native_discounts_and_final_step_metadata_are_kept():
   np.testing.assert_array_equal(steps['x'], [1., 2., 3.])
   terminated = dataclasses.replace(trajectory, ending=Ending.TERMINATED)
   np.testing.assert_allclose(episodes.to_episode(terminated).steps[fields.DISCOUNT], [.5, 0., 0.])
+
+
+def _concat_trajectories(trajectories):
+  """The TrajectoryBatch of several trajectories that all keep their final observation."""
+  def rows(name):
+    return nested.concat_rows([getattr(t, name) for t in trajectories])
+
+  return episodes.TrajectoryBatch(
+      observations=rows('observations'), actions=rows('actions'), rewards=rows('rewards'),
+      num_actions=np.array([len(t.rewards) for t in trajectories]),
+      terminated=np.array([t.ending is Ending.TERMINATED for t in trajectories]),
+      final_observations=nested.concat_rows(
+          [nested.as_one_row(t.observations, t.final_observation) for t in trajectories]),
+      step_metadata=rows('step_metadata'), discounts=rows('discounts'),
+      final_step_metadata=nested.concat_rows(
+          [nested.as_one_row(t.step_metadata, t.final_step_metadata) for t in trajectories]),
+      metadata=[t.metadata for t in trajectories])
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(1, 5), min_size=1, max_size=5),
+       terminal=st.lists(st.booleans(), min_size=5, max_size=5), seed=st.integers(0, 2**16))
+def test_batch_conversion_equals_one_by_one(lengths, terminal, seed):
+  rng = np.random.default_rng(seed)
+  trajectories = []
+  for i, length in enumerate(lengths):
+    o, a, r = _native_episode(rng, length, dict_obs=True)
+    tokens = np.empty(length, dtype=object)  # Variable-length step metadata.
+    for t in range(length):
+      tokens[t] = np.arange(t + i, dtype=np.int32)
+    trajectories.append(episodes.Trajectory(
+        observations=nested.take_rows(o, slice(0, length)), actions=a, rewards=r,
+        ending=Ending.TERMINATED if terminal[i] else Ending.TRUNCATED,
+        final_observation=nested.row(o, -1), discounts=rng.uniform(size=length),
+        step_metadata={'tokens': tokens, 'x': rng.normal(size=length)},
+        final_step_metadata={'tokens': np.arange(i, dtype=np.int32), 'x': 9.0},
+        metadata={'index': i}))
+  batch = episodes.to_episodes(_concat_trajectories(trajectories))
+  assert len(batch) == len(trajectories)
+  for index, trajectory in enumerate(trajectories):
+    one, got = episodes.to_episode(trajectory), batch.episode(index)
+    assert got.metadata == one.metadata == {'index': index}
+    for (path, expected), (_, value) in zip(nested.flatten_with_paths(one.steps),
+                                            nested.flatten_with_paths(got.steps)):
+      if expected.dtype == object:
+        assert [list(v) for v in value] == [list(v) for v in expected], path
+      else:
+        np.testing.assert_array_equal(value, expected, err_msg=path)
+
+
+def test_batch_errors_name_the_episode_and_its_steps():
+  good = EXTRA_ROW.trajectory(np.zeros((3, 1)), np.array([1, 2]), np.array([1., 1.]))
+  bad = EXTRA_ROW.trajectory(np.zeros((4, 1)), np.array([1, 2, 3]), np.array([1., np.nan, 1.]))
+  batch = _concat_trajectories([
+      dataclasses.replace(t, discounts=np.ones(len(t.rewards)), step_metadata={},
+                          final_step_metadata={}) for t in (good, bad)])
+  with pytest.raises(errors.InvalidValueError, match=r'episode 1: non-finite values at steps \[1\]'):
+    episodes.to_episodes(batch)
+  with pytest.raises(errors.EpisodeBoundaryError, match='episode 1: an episode needs at least one'):
+    episodes.to_episodes(dataclasses.replace(batch, num_actions=np.array([5, 0])))
