@@ -54,7 +54,7 @@ def test_serializer_matches_tfds_encoding():
   steps = {
       'observation': {'pixels': rng.integers(0, 255, (n, 4, 5, 3), dtype=np.uint8),
                       'state': rng.normal(size=(n, 2))},
-      'action': np.arange(n), 'reward': np.ones(n, np.float32), 'discount': np.ones(n, np.float32),
+      'action': np.array([-3, 0, 2**40]), 'reward': np.ones(n, np.float32), 'discount': np.ones(n, np.float32),
       'is_first': np.array([1, 0, 0], bool), 'is_last': np.array([0, 0, 1], bool),
       'is_terminal': np.zeros(n, bool), 'text': np.array(['a', 'bb', 'ccc'], dtype=object),
       'ragged': ragged, 'big': rng.integers(0, 255, (n, 70, 70), dtype=np.uint8),

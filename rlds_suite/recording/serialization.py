@@ -20,12 +20,12 @@ import numpy as np
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_serializer
 from tensorflow_datasets.core import utils as tfds_utils
-from tensorflow_datasets.proto import tf_example_pb2
 
 from rlds_suite import errors
 from rlds_suite import fields
-from rlds_suite.episodes import Episode
+from rlds_suite.episodes import Episode, EpisodeBatch
 from rlds_suite.recording import compression
+from rlds_suite.recording import example_wire
 
 
 def _is_stackable(feature: tfds.features.FeatureConnector) -> bool:
@@ -36,50 +36,58 @@ def _is_stackable(feature: tfds.features.FeatureConnector) -> bool:
 
 
 class EpisodeSerializer:
-  """Serializes `Episode`s for a fixed FeaturesDict {'steps': Dataset({...}), **metadata}."""
+  """Serializes episodes for a fixed FeaturesDict {'steps': Dataset({...}), **metadata}."""
 
   def __init__(self, episode_features: tfds.features.FeaturesDict):
     self.features = episode_features
     self._steps = episode_features[fields.STEPS].feature
-    self._serializer = example_serializer.ExampleSerializer(episode_features.get_serialized_info())
     self._flat_info = tfds_utils.flatten_nest_dict(episode_features.get_serialized_info())
-    # Leaves that may become a Feature proto directly (not ragged), by flat key.
+    # Leaves that may become a Feature directly (not ragged), by flat key.
     self._maybe_direct = {key: not (info.sequence_rank > 1 or None in info.shape[info.sequence_rank:])
                           for key, info in self._flat_info.items()}
+    self._keys = {key: example_wire.key_field(key) for key in self._flat_info}
 
   def serialize(self, episode: Episode) -> bytes:
-    encoded = {}
-    for key, value in episode.metadata.items():
-      encoded[key] = _encode(self.features[key], value, key)
-    encoded[fields.STEPS] = self._encode_steps(self._steps, episode.steps, fields.STEPS)
-    if len(encoded) != len(self.features.keys()):
-      missing = set(self.features.keys()) - set(encoded)
-      if missing:
-        raise errors.SchemaError(f'episode lacks declared metadata {sorted(missing)}')
-    flat = _flatten_nest_dict(encoded)
-    direct, ragged = [], {}
-    for key, value in flat.items():
-      kind = self._maybe_direct[key] and _direct_kind(value, self._flat_info[key])
-      if kind:
-        direct.append((key, kind, value))
-      else:
-        ragged[key] = value
-    if ragged:
-      # pylint: disable-next=protected-access
-      example = example_serializer._dict_to_tf_example(
-          ragged, {key: self._flat_info[key] for key in ragged})
-    else:
-      example = tf_example_pb2.Example()
-    feature_map = example.features.feature
-    for key, kind, value in direct:
-      # Python lists fill repeated fields several times faster than numpy arrays do.
-      if kind == 'float':
-        feature_map[key].float_list.value.extend(value.reshape(-1).tolist())
-      elif kind == 'int':
-        feature_map[key].int64_list.value.extend(value.reshape(-1).astype(np.int64).tolist())
-      else:
-        feature_map[key].bytes_list.value.extend(value if isinstance(value, list) else [value])
-    return example.SerializeToString()
+    batch = EpisodeBatch(steps=episode.steps, starts=np.array([0, episode.num_steps]),
+                         metadata=[episode.metadata])
+    return self.serialize_batch(batch)[0]
+
+  def serialize_batch(self, batch: EpisodeBatch) -> list[bytes]:
+    """Each episode's serialized tf.train.Example; columns are encoded once for the batch."""
+    for metadata in batch.metadata:
+      unknown, missing = set(metadata) - set(self.features.keys()), (
+          set(self.features.keys()) - {fields.STEPS} - set(metadata))
+      if unknown or missing:
+        raise errors.SchemaError(f'episode metadata keys {sorted(metadata)} do not match the '
+                                 f'declared {sorted(set(self.features.keys()) - {fields.STEPS})}')
+    encoded = _flatten_nest_dict(
+        {fields.STEPS: self._encode_steps(self._steps, batch.steps, fields.STEPS)})
+    columns = {key: _Column.of(value, self._flat_info[key]) if self._maybe_direct[key] else None
+               for key, value in encoded.items()}
+    starts = batch.starts
+    serialized = []
+    for index, metadata in enumerate(batch.metadata):
+      start, end = int(starts[index]), int(starts[index + 1])
+      entries, ragged = [], {}
+      for key, value in metadata.items():
+        value = _encode(self.features[key], value, key)
+        column = _Column.of(value, self._flat_info[key]) if self._maybe_direct[key] else None
+        if column is None:
+          ragged[key] = value
+        else:
+          entries.append(column.entry(self._keys[key], 0, None))
+      for key, column in columns.items():
+        if column is None:
+          ragged[key] = encoded[key][start:end]
+        else:
+          entries.append(column.entry(self._keys[key], start, end))
+      if ragged:
+        # pylint: disable-next=protected-access
+        example = example_serializer._dict_to_tf_example(
+            ragged, {key: self._flat_info[key] for key in ragged})
+        entries.append(example.features.SerializeToString())
+      serialized.append(example_wire.example(b''.join(entries)))
+    return serialized
 
   def _encode_steps(self, feature: Any, value: Any, path: str) -> Any:
     if isinstance(feature, tfds.features.FeaturesDict):
@@ -130,16 +138,40 @@ def _encode(feature: tfds.features.FeatureConnector, value: Any, path: str) -> A
     raise errors.SchemaError(f'value does not match feature {feature!r}: {e}', field=path) from e
 
 
-def _direct_kind(value: Any, info: Any) -> str:
-  """How a non-ragged leaf becomes a Feature proto as TFDS would encode it: 'float', 'int' or
-  'bytes'; '' when it must go through TFDS's serializer."""
-  if isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' and value.dtype != np.uint64:
-    return 'float' if value.dtype.kind == 'f' else 'int'
-  if isinstance(value, (list, bytes)) and np.dtype(info.np_dtype).kind in 'OSU':
-    values = value if isinstance(value, list) else [value]
-    if all(isinstance(v, bytes) for v in values):
-      return 'bytes'
-  return ''
+class _Column:
+  """A leaf's values for every row of a batch, ready to be cut into per-episode Features: float32
+  bytes, packed varints, or a list of bytes. `of` returns None for values that need TFDS's own
+  serializer (ragged, uint64, anything else)."""
+
+  def __init__(self, kind: int, payload: Any, row_offsets: Optional[np.ndarray]):
+    self._kind, self._payload, self._row_offsets = kind, payload, row_offsets
+
+  @classmethod
+  def of(cls, value: Any, info: Any) -> Optional['_Column']:
+    if isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' and value.dtype != np.uint64:
+      per_row = int(np.prod(value.shape[1:], dtype=np.int64)) if value.ndim else 1
+      rows = len(value) if value.ndim else 1
+      if value.dtype.kind == 'f':
+        payload = memoryview(value.astype('<f4', copy=False).reshape(-1).tobytes())
+        return cls(example_wire.FLOAT_LIST, payload, np.arange(rows + 1) * (per_row * 4))
+      payload, offsets = example_wire.varints(value)
+      return cls(example_wire.INT64_LIST, memoryview(payload.tobytes()),
+                 offsets[np.arange(rows + 1) * per_row])
+    if isinstance(value, (list, bytes)) and np.dtype(info.np_dtype).kind in 'OSU':
+      values = value if isinstance(value, list) else [value]
+      if all(isinstance(v, bytes) for v in values):
+        return cls(example_wire.BYTES_LIST, values, None)
+    return None
+
+  def entry(self, key: bytes, start: int, end: Optional[int]) -> bytes:
+    """The map entry for rows start:end (all rows when `end` is None)."""
+    if self._kind == example_wire.BYTES_LIST:
+      values = self._payload if end is None else self._payload[start:end]
+      return example_wire.entry(key, self._kind, example_wire.bytes_list(values))
+    if end is None:
+      return example_wire.entry(key, self._kind, example_wire.packed(self._payload))
+    payload = self._payload[self._row_offsets[start]:self._row_offsets[end]]
+    return example_wire.entry(key, self._kind, example_wire.packed(payload))
 
 
 def _flatten_nest_dict(d: Mapping[str, Any]) -> dict[str, Any]:
