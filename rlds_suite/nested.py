@@ -69,16 +69,19 @@ def interleave_rows(columns: Nested, rows: np.ndarray, others: Nested | None,
   same structure and dtypes) at `other_rows`; with no `others`, those rows are zero-filled."""
 
   def place(column: np.ndarray, *other: np.ndarray) -> np.ndarray:
-    if column.dtype == object:
-      out = np.empty(num_rows, dtype=object)
-      if not other:
-        for index in other_rows:
-          out[index] = np.zeros((), dtype=object)
-    else:
+    extra = other[0] if other else None
+    if column.dtype != object and (extra is None or (extra.dtype != object and
+                                                     extra.shape[1:] == column.shape[1:])):
       out = np.zeros((num_rows,) + column.shape[1:], dtype=column.dtype)
-    out[rows] = column
-    if other:
-      out[other_rows] = other[0]
+      out[rows] = column
+      if extra is not None:
+        out[other_rows] = extra
+      return out
+    out = np.empty(num_rows, dtype=object)  # One value per row: ragged rows, or rows kept as given.
+    for index, value in zip(rows, column):
+      out[index] = value
+    for position, index in enumerate(other_rows):
+      out[index] = np.zeros((), dtype=object) if extra is None else extra[position]
     return out
 
   return _map(place, columns) if others is None else _map(place, columns, others)
@@ -93,18 +96,26 @@ def stack_rows(rows: Sequence[Nested]) -> Nested:
   return tree.map_structure(lambda *parts: np.stack(parts, axis=0), *rows)
 
 
-def stack_rows_allowing_ragged(rows: Sequence[Any]) -> Any:
-  """Rows (dicts nest) -> stacked arrays; a leaf whose rows differ in shape or hold strings becomes
-  an object array with one value per row. Anything but a Mapping is a leaf (lists too)."""
+def stack_rows_allowing_ragged(rows: Sequence[Any], keep_rows: Callable[[str], bool] = lambda path: False,
+                               path: str = '') -> Any:
+  """Rows (dicts nest) -> stacked arrays; a leaf whose rows differ in shape or hold strings, or
+  whose '/'-joined path `keep_rows` names, becomes an object array with one value per row
+  (uncopied). Anything but a Mapping is a leaf (lists too)."""
   if isinstance(rows[0], Mapping):
-    return {key: stack_rows_allowing_ragged([row[key] for row in rows]) for key in rows[0]}
-  arrays = [np.asarray(row) for row in rows]
-  if len({a.shape for a in arrays}) == 1 and arrays[0].dtype.kind not in 'USO':
-    return np.stack(arrays)
-  stacked = np.empty(len(rows), dtype=object)
+    return {key: stack_rows_allowing_ragged([row[key] for row in rows], keep_rows,
+                                            f'{path}/{key}' if path else key) for key in rows[0]}
+  if not keep_rows(path):
+    try:
+      stacked = np.asarray(rows)
+    except ValueError:  # Rows differ in shape.
+      stacked = None
+    if (stacked is not None and stacked.dtype.kind not in 'USO' and
+        stacked.ndim == np.ndim(rows[0]) + 1):
+      return stacked
+  column = np.empty(len(rows), dtype=object)
   for index, row in enumerate(rows):
-    stacked[index] = row if isinstance(row, (str, bytes)) else np.asarray(row)
-  return stacked
+    column[index] = row if isinstance(row, (str, bytes)) else np.asarray(row)
+  return column
 
 
 def spec_of(structure: Nested) -> Nested:

@@ -194,3 +194,40 @@ def test_dm_control_pixels_round_trip(tmp_path):
                                [t.reward for t, _ in taped[1:]], rtol=1e-6)
     assert not episode['steps']['is_terminal'][-1]
   assert rlds_suite.validate(tmp_path).ok
+
+
+class _PoisonedRewards(Tape):
+  """CartPole whose episode `bad` earns a NaN reward on its second step."""
+
+  def __init__(self, env, bad):
+    super().__init__(env)
+    self._bad = bad
+
+  def step(self, action):
+    timestep = super().step(action)
+    if len(self.episodes) - 1 == self._bad and len(self.episodes[-1]) == 3:
+      timestep = timestep._replace(reward=np.float64('nan'))
+    return timestep
+
+
+def test_batched_episodes_keep_order_and_shards_and_stop_at_a_bad_episode(tmp_path):
+  env = Tape(envs.make('gymnasium:CartPole-v1', seed=3))
+  writer = rlds_suite.RLDSWriter(tmp_path / 'good', name='cartpole', env=env,
+                                 max_episodes_per_shard=3)
+  _run(env, writer, episodes=7)
+  got = read_episodes(tmp_path / 'good')
+  assert len(got) == 7
+  for episode, taped in zip(got, env.episodes):
+    assert_matches_tape(episode, taped)
+  builder = tfds.builder_from_directory(os.fspath(tmp_path / 'good'))
+  assert builder.info.splits['train'].shard_lengths == [3, 3, 1]
+
+  env = _PoisonedRewards(envs.make('gymnasium:CartPole-v1', seed=3), bad=4)
+  writer = rlds_suite.RLDSWriter(tmp_path / 'bad', name='cartpole', env=env,
+                                 max_episodes_per_shard=10)
+  with pytest.raises(errors.InvalidValueError, match='non-finite values at steps'):
+    _run(env, writer, episodes=7)  # The batch is converted at close().
+  got = read_episodes(tmp_path / 'bad')
+  assert len(got) == 4  # The episodes before the bad one, nothing after it.
+  for episode, taped in zip(got, env.episodes):
+    assert_matches_tape(episode, taped)

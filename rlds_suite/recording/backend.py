@@ -5,14 +5,18 @@
       ...
 
 The environment loop only appends EnvLogger `StepData` to the episode in flight, as EnvLogger's
-in-memory backend does. When the episode is over (the next reset, `close()`, or a signal) its steps
-are queued for one background thread (`BackgroundWorker`), which turns them into a `Trajectory`
-ending as the last timestep says (discount 0 -> terminated, otherwise truncated), passes it through
-`rlds_suite.episodes.to_episode` (the one place with boundary rules), serializes it (image
-encoding releases the GIL, so it overlaps with the environment) and appends it to a
-`ShardedDatasetWriter`, which makes every completed shard durable; metadata is written per
-completed shard and at close. `checkpoint` and `close` drain the queue first; an error in the
-thread is raised by the next recording call, `checkpoint` or `close`.
+in-memory backend does. When the episode is over (the next reset, `close()`, or a signal) it joins
+the pending batch. A batch (one episode when images are declared; otherwise a shard's worth of
+episodes, or MAX_BATCH_STEPS steps) goes to a worker (`background`: a thread for images, whose
+encoding releases the GIL and so overlaps the environment; else the caller's thread), which
+converts its episodes together with `rlds_suite.episodes.to_episodes` (the one place with boundary
+rules; each ending as its last timestep says: discount 0 -> terminated, otherwise truncated),
+serializes them (`serialization.serialize_batch`) and appends them to a `ShardedDatasetWriter`,
+which makes every completed shard durable; metadata is written per completed shard and at close.
+Converting many episodes at once is what makes the per-step cost small: Python work per episode,
+not per step, was the whole cost for short episodes of small observations. `checkpoint` and
+`close` write the pending batch and drain the worker first; a worker's error is raised by the next
+recording call, `checkpoint` or `close`.
 
 Only the public `BackendWriter` API (`_record_step`, `set_episode_metadata`, `close`, the
 constructor's `metadata`/`scheduler`) is used, so the class works with envlogger 1.2 and 1.3.
@@ -36,12 +40,14 @@ from rlds_suite import errors
 from rlds_suite import features as features_lib
 from rlds_suite import fields
 from rlds_suite import nested
-from rlds_suite.episodes import Ending, Episode, Trajectory, to_episode
+from rlds_suite.episodes import Episode, EpisodeBatch, TrajectoryBatch, to_episodes
 from rlds_suite.recording import background
 from rlds_suite.recording import serialization
 from rlds_suite.recording import shards
 from rlds_suite.recording import step_features as step_features_lib
 
+# Ended episodes are converted together once this many steps wait (bounds the memory they hold).
+MAX_BATCH_STEPS = 16384
 # Step metadata that is not a dict is stored under this key.
 CUSTOM_DATA = 'custom_data'
 EPISODE_METADATA = 'episode_metadata'
@@ -58,13 +64,15 @@ class RLDSWriter(backend_writer.BackendWriter):
   episode's values.
 
   A shard is completed after `max_episodes_per_shard` episodes or `max_bytes_per_shard` bytes,
-  whichever comes first; a killed process loses at most the open shard and the episodes queued
-  for writing (at most `max_pending_episodes`, which also bounds the memory they hold).
+  whichever comes first. A killed process loses at most the episodes of the open shard: without a
+  writer thread they wait in memory, unconverted, until the shard's last episode ends (or
+  MAX_BATCH_STEPS steps wait), which is when the shard would have become durable anyway; with one,
+  at most `max_pending_episodes` episodes also wait in its queue (which bounds their memory).
 
-  `writer_thread`: convert and write episodes on a background thread (default when images are
-  declared: their encoding releases the GIL and overlaps the environment) or in the caller's thread
-  at each episode end (default otherwise: pure-Python conversion gains nothing from a thread but
-  pays a hand-over per episode).
+  `writer_thread`: convert and write on a background thread, one episode at a time (default when
+  images are declared: their encoding releases the GIL and overlaps the environment), or in the
+  caller's thread, a batch at a time (default otherwise: conversion is Python and numpy that hold
+  the GIL, so a thread would gain nothing but hand-overs).
   """
 
   def __init__(self,
@@ -110,10 +118,17 @@ class RLDSWriter(backend_writer.BackendWriter):
     self._shards: Optional[shards.ShardedDatasetWriter] = None
     self._steps: Optional[list[step_data.StepData]] = None
     self._episode_metadata: Any = None
+    self._pending: list[Recorded] = []  # Ended episodes not yet handed to the worker.
+    self._pending_steps = 0
     self.num_episodes_written = 0
     self.num_episodes_discarded = 0
     if writer_thread is None:  # Image encoding releases the GIL; pure-Python conversion does not.
       writer_thread = bool(self._image_fields) or _has_image(self._declared_steps)
+    # Episodes are converted in batches: one per episode on the thread, so that encoding overlaps
+    # the environment; otherwise up to a shard's worth, bounded in steps (and so in memory).
+    self._batch_episodes = 1 if writer_thread else max_episodes_per_shard
+    self._row_paths = (frozenset(self._image_fields) |
+                       serialization.row_encoded_paths(self._declared_steps))
     self._worker = (background.BackgroundWorker(f'RLDSWriter({self.data_directory})',
                                                 max_pending_episodes)
                     if writer_thread else background.InlineWorker())
@@ -155,6 +170,7 @@ class RLDSWriter(backend_writer.BackendWriter):
       atexit.unregister(self._close_at_exit)
       try:
         self._write_episode_in_flight()
+        self._submit_pending()
         self._worker.submit(self._close_shards)
       finally:
         try:
@@ -183,6 +199,7 @@ class RLDSWriter(backend_writer.BackendWriter):
         return
       if include_episode_in_flight:
         self._write_episode_in_flight()
+      self._submit_pending()
       self._worker.submit(self._finish_shard)
       self._worker.wait()
 
@@ -221,26 +238,44 @@ class RLDSWriter(backend_writer.BackendWriter):
       raise errors.RLDSSuiteError('the writer is closed', path=self.data_directory)
 
   def _write_episode_in_flight(self) -> None:
-    """Queues the episode in flight for the background thread."""
+    """Adds the episode in flight to the pending batch; a full batch goes to the worker."""
     steps, metadata = self._steps, self._episode_metadata
     self._steps, self._episode_metadata = None, None
     if steps is None or len(steps) < 2:
       return  # No action was taken: nothing to write.
-    steps = tuple(steps)  # Later appends (after a signal handler's hand-off) cannot reach it.
-    self._worker.submit(lambda: self._write_episode(steps, metadata))
+    # A tuple: later appends (after a signal handler's hand-off) cannot reach it.
+    self._pending.append((tuple(steps), metadata))
+    self._pending_steps += len(steps)
+    if len(self._pending) >= self._batch_episodes or self._pending_steps >= MAX_BATCH_STEPS:
+      self._submit_pending()
 
-  # Jobs of the background thread.
+  def _submit_pending(self) -> None:
+    pending, self._pending, self._pending_steps = self._pending, [], 0
+    if pending:
+      self._worker.submit(lambda: self._write_episodes(pending))
 
-  def _write_episode(self, steps: Sequence[step_data.StepData], metadata: Any) -> None:
-    episode = episode_from_steps(steps, metadata)
-    if self._serializer is None:
-      self._open(episode)
-    serialized = self._serializer.serialize(episode)
-    self._shards.write(serialized)
-    self.num_episodes_written += 1
-    if (self._shards.open_shard_examples >= self._max_episodes or
-        self._shards.open_shard_bytes >= self._max_bytes):
-      self._shards.finish_shard()
+  # Jobs of the worker.
+
+  def _write_episodes(self, recorded: Sequence[Recorded]) -> None:
+    """Converts, serializes and writes episodes in order; when one of them fails, the episodes
+    before it are written and its error is raised."""
+    try:
+      batch = episodes_from_steps(recorded, self._row_paths.__contains__)
+      if self._serializer is None:
+        self._open(batch.episode(0))
+      serialized = self._serializer.serialize_batch(batch)
+    except errors.RLDSSuiteError:
+      if len(recorded) == 1:
+        raise
+      for one in recorded:  # Finds the failing episode, writing those before it.
+        self._write_episodes([one])
+      return  # Each was written: only converting them together failed.
+    for example in serialized:
+      self._shards.write(example)
+      self.num_episodes_written += 1
+      if (self._shards.open_shard_examples >= self._max_episodes or
+          self._shards.open_shard_bytes >= self._max_bytes):
+        self._shards.finish_shard()
 
   def _finish_shard(self) -> None:
     if self._shards is not None:
@@ -307,53 +342,68 @@ def step_features_specs(env: Optional[dm_env.Environment], observation_spec: Any
   return found
 
 
+Recorded = tuple[Sequence[step_data.StepData], Any]  # One episode's StepData and its metadata.
+
+
 def episode_from_steps(steps: Sequence[step_data.StepData], metadata: Any = None) -> Episode:
-  """EnvLogger StepData of one episode (reset timestep first) -> an RLDS `Episode`.
+  """EnvLogger StepData of one episode (reset timestep first) -> an RLDS `Episode`."""
+  return episodes_from_steps([(steps, metadata)]).episode(0)
+
+
+def episodes_from_steps(recorded: Sequence[Recorded],
+                        keep_rows: Callable[[str], bool] = lambda path: False) -> EpisodeBatch:
+  """EnvLogger StepData of episodes (each from its reset timestep) -> RLDS episodes, converted
+  together by `rlds_suite.episodes.to_episodes`.
 
   Step t pairs o_t with a_t and the reward of the timestep a_t produced. The ending follows the last
   timestep: LAST with discount 0 is a termination, anything else (time limit, recording stopped
   mid-episode) a truncation. EnvLogger's step metadata belongs to the timestep it was computed at,
-  so the final step keeps the final timestep's metadata.
+  so the final step keeps the final timestep's metadata. Fields at paths where `keep_rows` is true
+  (those encoded row by row, e.g. images) stay one array per row, uncopied.
   """
-  first, last = steps[0].timestep, steps[-1].timestep
-  if not first.first():
-    raise errors.EpisodeBoundaryError('episode does not start with a FIRST timestep',
-                                      field=fields.IS_FIRST)
-  terminated = last.last() and last.discount is not None and float(np.min(last.discount)) == 0.0
-  has_custom = any(s.custom_data is not None for s in steps)
-  custom = [_as_metadata_dict(s.custom_data) for s in steps] if has_custom else []
-  has_custom = any(c for c in custom)
-  acted = steps[1:]
-  trajectory = Trajectory(
-      observations=_column([s.timestep.observation for s in steps[:-1]]),
-      actions=_column([s.action for s in acted]),
-      rewards=_column([s.timestep.reward for s in acted]),
+  for index, (steps, _) in enumerate(recorded):
+    if not steps[0].timestep.first():
+      raise errors.EpisodeBoundaryError(f'episode {index} does not start with a FIRST timestep',
+                                        field=fields.IS_FIRST)
+  acting = [s for steps, _ in recorded for s in steps[:-1]]
+  acted = [s for steps, _ in recorded for s in steps[1:]]
+  lasts = [steps[-1].timestep for steps, _ in recorded]
+  custom = [_as_metadata_dict(s.custom_data) for steps, _ in recorded for s in steps[:-1]]
+  final_custom = [_as_metadata_dict(steps[-1].custom_data) for steps, _ in recorded]
+  has_custom = any(custom) or any(final_custom)
+  if has_custom:
+    keys = set(final_custom[0])
+    changed = next((c for c in custom + final_custom if set(c) != keys), None)
+    if changed is not None:
+      raise errors.SchemaError(f'step metadata keys changed from {sorted(keys)} to '
+                               f'{sorted(changed)}', field='step_fn')
+  batch = TrajectoryBatch(
+      observations=_column([s.timestep.observation for s in acting], fields.OBSERVATION, keep_rows),
+      actions=_column([s.action for s in acted], fields.ACTION, keep_rows),
+      rewards=_column([s.timestep.reward for s in acted], fields.REWARD, keep_rows),
       discounts=_discounts([s.timestep.discount for s in acted]),
-      ending=Ending.TERMINATED if terminated else Ending.TRUNCATED,
-      final_observation=nested.as_arrays(step_features_lib.tuples_as_dicts(last.observation)),
-      step_metadata=nested.stack_rows_allowing_ragged(custom[:-1]) if has_custom else {},
-      final_step_metadata=custom[-1] if has_custom else None,
-      metadata=_as_episode_metadata(metadata))
-  return to_episode(trajectory)
+      num_actions=np.array([len(steps) - 1 for steps, _ in recorded]),
+      terminated=np.array([t.last() and t.discount is not None and float(np.min(t.discount)) == 0.0
+                           for t in lasts]),
+      final_observations=_column([t.observation for t in lasts], fields.OBSERVATION, keep_rows),
+      step_metadata=_column(custom, '', keep_rows) if has_custom else {},
+      final_step_metadata=_column(final_custom, '', keep_rows) if has_custom else None,
+      metadata=[_as_episode_metadata(metadata) for _, metadata in recorded])
+  return to_episodes(batch)
 
 
-def _column(values: Sequence[Any]) -> Any:
-  """One field's values, one per step -> stacked arrays. Rows of plain numbers or equal-shape
-  numeric arrays (the common case) stack in one call; anything else goes through `_stack`."""
-  if isinstance(values[0], (np.ndarray, np.generic, int, float)):
-    try:
-      stacked = np.asarray(values)
-    except ValueError:  # Rows differ in shape.
-      stacked = None
-    if stacked is not None and stacked.dtype.kind not in 'USO' and stacked.ndim == np.ndim(values[0]) + 1:
-      return stacked
-  return nested.stack_rows_allowing_ragged([step_features_lib.tuples_as_dicts(v) for v in values])
+def _column(values: Sequence[Any], path: str, keep_rows: Callable[[str], bool]) -> Any:
+  """One field's values, one per step -> stacked arrays (tuples become dicts; rows at `keep_rows`
+  paths, and ragged or text rows, stay one value per row)."""
+  if not isinstance(values[0], (np.ndarray, np.generic, int, float)):
+    values = [step_features_lib.tuples_as_dicts(v) for v in values]
+  return nested.stack_rows_allowing_ragged(values, keep_rows, path)
 
 
 def _discounts(values: Sequence[Any]) -> np.ndarray:
   """dm_env discounts may be None (FIRST) or arrays; RLDS keeps one scalar (the minimum) per step."""
   if all(v is not None for v in values):
-    stacked = _column(values)
+    stacked = _column(values, fields.DISCOUNT, lambda path: False)
     if isinstance(stacked, np.ndarray) and stacked.dtype.kind in 'biuf':
       return stacked.reshape(len(values), -1).min(axis=1).astype(np.float32)
   return np.array([1.0 if v is None else float(np.min(v)) for v in values], np.float32)

@@ -21,12 +21,15 @@ import numpy as np
 
 BYTES_LIST, FLOAT_LIST, INT64_LIST = 0x0A, 0x12, 0x1A  # Feature's fields, as (number << 3) | 2.
 _LENGTH_DELIMITED_1, _LENGTH_DELIMITED_2 = b'\x0a', b'\x12'
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
 
 
 def varint(value: int) -> bytes:
   """A non-negative int as a protobuf varint."""
   if value < 0x80:
-    return bytes((value,))
+    return _ONE_BYTE[value]
+  if value < 0x4000:
+    return bytes(((value & 0x7F) | 0x80, value >> 7))
   out = bytearray()
   while value >= 0x80:
     out.append((value & 0x7F) | 0x80)

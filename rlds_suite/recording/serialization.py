@@ -108,6 +108,18 @@ class EpisodeSerializer:
     return [_encode(feature, row, path) for row in value]
 
 
+def row_encoded_paths(step_features: Mapping[str, Any], prefix: str = '') -> frozenset[str]:
+  """'/'-joined paths of the step features encoded one step at a time here (PNG images, ZLIB
+  tensors); their rows need not be stacked into one array."""
+  paths = set()
+  for key, feature in step_features.items():
+    if isinstance(feature, (Mapping, tfds.features.FeaturesDict)):
+      paths |= row_encoded_paths(feature, f'{prefix}{key}/')
+    elif isinstance(feature, tfds.features.FeatureConnector) and _row_encoder(feature) is not None:
+      paths.add(f'{prefix}{key}')
+  return frozenset(paths)
+
+
 def _row_encoder(feature: tfds.features.FeatureConnector) -> Optional[Callable[[np.ndarray], bytes]]:
   """This module's encoder for one step of `feature`, or None to use `feature.encode_example`."""
   # pylint: disable=protected-access
