@@ -5,9 +5,10 @@ frames it compresses 3-6x faster than zlib or OpenCV's libpng at their fastest s
 or smaller size (benchmarks/record_overhead.py's docstring has the numbers). It releases the GIL, so
 a writer thread encodes while the environment steps.
 
-The PNG writer is the minimal standard file: IHDR, one IDAT holding every scanline with the SUB
-filter (each byte minus the byte one pixel to its left, computed with numpy), IEND. Any PNG decoder
-reads it; `tf.io.decode_png` (TFDS's `Image` decoder) returns the array exactly.
+The PNG writer is the minimal standard file: IHDR, one IDAT holding every scanline unfiltered,
+IEND. Any PNG decoder reads it; `tf.io.decode_png` (TFDS's `Image` decoder) returns the array
+exactly. No filter, on purpose: on Atari frames the SUB filter gains nothing and costs ~20 us of
+the ~40 us per frame; on rendered MuJoCo frames it would make files ~15% smaller.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ LEVEL = 1  # ISA-L levels are 0-3; 1 is the fastest that still matches on repeat
 
 _SIGNATURE = b'\x89PNG\r\n\x1a\n'
 _COLOR_TYPES = {1: 0, 3: 2, 4: 6}  # channels -> grey, RGB, RGBA (what TFDS's Image decodes).
-_SUB_FILTER = 1
+_NO_FILTER = 0
 _IEND = b'\x00\x00\x00\x00IEND\xaeB`\x82'
 
 
@@ -42,13 +43,10 @@ def png_bytes(image: np.ndarray) -> bytes:
         f'{image.dtype.name}{list(image.shape)}')
   height, width, channels = image.shape
   depth = 8 * image.dtype.itemsize
-  rows = np.ascontiguousarray(image, dtype=image.dtype.newbyteorder('>')).view(np.uint8)
-  rows = rows.reshape(height, -1)
-  pixel = channels * image.dtype.itemsize
-  scanlines = np.empty((height, rows.shape[1] + 1), np.uint8)
-  scanlines[:, 0] = _SUB_FILTER
-  scanlines[:, 1:pixel + 1] = rows[:, :pixel]
-  np.subtract(rows[:, pixel:], rows[:, :-pixel], out=scanlines[:, pixel + 1:])
+  scanlines = np.empty((height, 1 + width * channels * image.dtype.itemsize), np.uint8)
+  scanlines[:, 0] = _NO_FILTER
+  scanlines[:, 1:] = np.ascontiguousarray(
+      image, dtype=image.dtype.newbyteorder('>')).view(np.uint8).reshape(height, -1)
   header = (width.to_bytes(4, 'big') + height.to_bytes(4, 'big') +
             bytes((depth, _COLOR_TYPES[channels], 0, 0, 0)))
   return b''.join((_SIGNATURE, _chunk(b'IHDR', header),
