@@ -81,7 +81,7 @@ def test_serializer_matches_tfds_encoding():
                                 steps['observation']['pixels'])  # Lossless.
 
 
-@pytest.mark.parametrize('writer_thread', [None, True])  # None: inline for non-image data.
+@pytest.mark.parametrize('writer_thread', [False, True])
 def test_cartpole_round_trip_with_metadata(tmp_path, writer_thread):
   env = Tape(envs.make('gymnasium:CartPole-v1', seed=0))
   writer = rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env, max_episodes_per_shard=2,
@@ -128,7 +128,7 @@ def test_close_is_idempotent_and_metadata_per_shard(tmp_path, monkeypatch):
   assert tfds.builder_from_directory(os.fspath(tmp_path)).info.splits['train'].num_examples == 8
 
 
-@pytest.mark.parametrize('writer_thread', [None, True])
+@pytest.mark.parametrize('writer_thread', [False, True])
 def test_writer_errors_reach_the_caller(tmp_path, writer_thread):
   env = envs.make('gymnasium:CartPole-v1', seed=0)
   writer = rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env, writer_thread=writer_thread)

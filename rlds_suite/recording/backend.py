@@ -6,10 +6,9 @@
 
 The environment loop only appends EnvLogger `StepData` to the episode in flight, as EnvLogger's
 in-memory backend does. When the episode is over (the next reset, `close()`, or a signal) it joins
-the pending batch. A batch (one episode when images are declared; otherwise a shard's worth of
-episodes, or MAX_BATCH_STEPS steps) goes to a worker (`background`: a thread for images, whose
-encoding releases the GIL and so overlaps the environment; else the caller's thread), which
-converts its episodes together with `rlds_suite.episodes.to_episodes` (the one place with boundary
+the pending batch. A batch (a shard's worth of episodes, or fewer once their steps hold
+MAX_BATCH_BYTES; one episode with `writer_thread=True`) goes to a worker (`background`: the
+caller's thread by default, or a thread), which converts its episodes together with `rlds_suite.episodes.to_episodes` (the one place with boundary
 rules; each ending as its last timestep says: discount 0 -> terminated, otherwise truncated),
 serializes them (`serialization.serialize_batch`) and appends them to a `ShardedDatasetWriter`,
 which makes every completed shard durable; metadata is written per completed shard and at close.
@@ -46,8 +45,9 @@ from rlds_suite.recording import serialization
 from rlds_suite.recording import shards
 from rlds_suite.recording import step_features as step_features_lib
 
-# Ended episodes are converted together once this many steps wait (bounds the memory they hold).
-MAX_BATCH_STEPS = 16384
+# Ended episodes are converted together once their steps hold this many bytes (or a shard's worth
+# of episodes ended): it bounds the memory they hold. Pong frames: ~3 episodes of 200 steps.
+MAX_BATCH_BYTES = 64 << 20
 # Step metadata that is not a dict is stored under this key.
 CUSTOM_DATA = 'custom_data'
 EPISODE_METADATA = 'episode_metadata'
@@ -65,14 +65,15 @@ class RLDSWriter(backend_writer.BackendWriter):
 
   A shard is completed after `max_episodes_per_shard` episodes or `max_bytes_per_shard` bytes,
   whichever comes first. A killed process loses at most the episodes of the open shard: without a
-  writer thread they wait in memory, unconverted, until the shard's last episode ends (or
-  MAX_BATCH_STEPS steps wait), which is when the shard would have become durable anyway; with one,
+  writer thread they wait in memory, unconverted, until the shard's last episode ends (or their
+  steps hold MAX_BATCH_BYTES), which is when the shard would have become durable anyway; with one,
   at most `max_pending_episodes` episodes also wait in its queue (which bounds their memory).
 
-  `writer_thread`: convert and write on a background thread, one episode at a time (default when
-  images are declared: their encoding releases the GIL and overlaps the environment), or in the
-  caller's thread, a batch at a time (default otherwise: conversion is Python and numpy that hold
-  the GIL, so a thread would gain nothing but hand-overs).
+  `writer_thread`: by default (False) episodes are converted and written in the caller's thread, a
+  batch at a time, so the recording overhead is exactly the writer's CPU time. True: on a
+  background thread, one episode at a time; image encoding (ISA-L) releases the GIL and can then
+  overlap the environment, which pays off only when a core is idle: on 2 busy cores the thread's
+  hand-overs and GIL contention cost more than they hide (Pong: ~180 vs ~60 us/step overhead).
   """
 
   def __init__(self,
@@ -93,7 +94,7 @@ class RLDSWriter(backend_writer.BackendWriter):
                max_bytes_per_shard: int = 256 << 20,
                dataset_metadata: Optional[Mapping[str, Any]] = None,
                max_pending_episodes: int = 4,
-               writer_thread: Optional[bool] = None,
+               writer_thread: bool = False,
                **base_kwargs):
     super().__init__(**base_kwargs)
     self._closed = True  # Until construction succeeds; makes __del__ harmless.
@@ -119,11 +120,10 @@ class RLDSWriter(backend_writer.BackendWriter):
     self._steps: Optional[list[step_data.StepData]] = None
     self._episode_metadata: Any = None
     self._pending: list[Recorded] = []  # Ended episodes not yet handed to the worker.
-    self._pending_steps = 0
+    self._pending_bytes = 0
+    self._step_bytes: Optional[int] = None  # Raw bytes of one step, from the first one recorded.
     self.num_episodes_written = 0
     self.num_episodes_discarded = 0
-    if writer_thread is None:  # Image encoding releases the GIL; pure-Python conversion does not.
-      writer_thread = bool(self._image_fields) or _has_image(self._declared_steps)
     # Episodes are converted in batches: one per episode on the thread, so that encoding overlaps
     # the environment; otherwise up to a shard's worth, bounded in steps (and so in memory).
     self._batch_episodes = 1 if writer_thread else max_episodes_per_shard
@@ -245,12 +245,14 @@ class RLDSWriter(backend_writer.BackendWriter):
       return  # No action was taken: nothing to write.
     # A tuple: later appends (after a signal handler's hand-off) cannot reach it.
     self._pending.append((tuple(steps), metadata))
-    self._pending_steps += len(steps)
-    if len(self._pending) >= self._batch_episodes or self._pending_steps >= MAX_BATCH_STEPS:
+    if self._step_bytes is None:
+      self._step_bytes = _raw_bytes(steps[0])
+    self._pending_bytes += len(steps) * self._step_bytes
+    if len(self._pending) >= self._batch_episodes or self._pending_bytes >= MAX_BATCH_BYTES:
       self._submit_pending()
 
   def _submit_pending(self) -> None:
-    pending, self._pending, self._pending_steps = self._pending, [], 0
+    pending, self._pending, self._pending_bytes = self._pending, [], 0
     if pending:
       self._worker.submit(lambda: self._write_episodes(pending))
 
@@ -429,9 +431,8 @@ def _as_episode_metadata(metadata: Any) -> dict[str, Any]:
   return {key: step_features_lib.tuples_as_dicts(value) for key, value in data.items()}
 
 
-def _has_image(features: Any) -> bool:
-  if isinstance(features, tfds.features.Image):
-    return True
-  if isinstance(features, (Mapping, tfds.features.FeaturesDict)):
-    return any(_has_image(value) for value in features.values())
-  return False
+def _raw_bytes(step: step_data.StepData) -> int:
+  """Bytes of a step's observation, action and step metadata as arrays (an estimate for text)."""
+  parts = (step.timestep.observation, step.action, step.custom_data)
+  return sum(np.asarray(leaf).nbytes for part in parts if part is not None
+             for leaf in nested.leaves(part))
