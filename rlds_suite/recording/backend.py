@@ -367,26 +367,29 @@ def episodes_from_steps(recorded: Sequence[Recorded],
     if not steps[0].timestep.first():
       raise errors.EpisodeBoundaryError(f'episode {index} does not start with a FIRST timestep',
                                         field=fields.IS_FIRST)
-  acting = [s for steps, _ in recorded for s in steps[:-1]]
-  acted = [s for steps, _ in recorded for s in steps[1:]]
+  acted = [s.timestep for steps, _ in recorded for s in steps[1:]]
+  num_actions = np.array([len(steps) - 1 for steps, _ in recorded])
   lasts = [steps[-1].timestep for steps, _ in recorded]
-  custom = [_as_metadata_dict(s.custom_data) for steps, _ in recorded for s in steps[:-1]]
-  final_custom = [_as_metadata_dict(steps[-1].custom_data) for steps, _ in recorded]
-  has_custom = any(custom) or any(final_custom)
+  discounts = _discounts([t.discount for t in acted])
+  ended = np.array([t.last() for t in lasts])  # Anything else stopped mid-episode: truncated.
+  has_custom = any(s.custom_data is not None for steps, _ in recorded for s in steps)
   if has_custom:
+    custom = [_as_metadata_dict(s.custom_data) for steps, _ in recorded for s in steps[:-1]]
+    final_custom = [_as_metadata_dict(steps[-1].custom_data) for steps, _ in recorded]
     keys = set(final_custom[0])
     changed = next((c for c in custom + final_custom if set(c) != keys), None)
     if changed is not None:
       raise errors.SchemaError(f'step metadata keys changed from {sorted(keys)} to '
                                f'{sorted(changed)}', field='step_fn')
   batch = TrajectoryBatch(
-      observations=_column([s.timestep.observation for s in acting], fields.OBSERVATION, keep_rows),
-      actions=_column([s.action for s in acted], fields.ACTION, keep_rows),
-      rewards=_column([s.timestep.reward for s in acted], fields.REWARD, keep_rows),
-      discounts=_discounts([s.timestep.discount for s in acted]),
-      num_actions=np.array([len(steps) - 1 for steps, _ in recorded]),
-      terminated=np.array([t.last() and t.discount is not None and float(np.min(t.discount)) == 0.0
-                           for t in lasts]),
+      observations=_column([s.timestep.observation for steps, _ in recorded for s in steps[:-1]],
+                           fields.OBSERVATION, keep_rows),
+      actions=_column([s.action for steps, _ in recorded for s in steps[1:]], fields.ACTION,
+                      keep_rows),
+      rewards=_column([t.reward for t in acted], fields.REWARD, keep_rows),
+      discounts=discounts,
+      num_actions=num_actions,
+      terminated=ended & (discounts[np.cumsum(num_actions) - 1] == 0.0),
       final_observations=_column([t.observation for t in lasts], fields.OBSERVATION, keep_rows),
       step_metadata=_column(custom, '', keep_rows) if has_custom else {},
       final_step_metadata=_column(final_custom, '', keep_rows) if has_custom else None,

@@ -60,7 +60,12 @@ def varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def packed(payload: bytes | memoryview) -> bytes:
   """The FloatList or Int64List message holding packed values."""
-  return _LENGTH_DELIMITED_1 + varint(len(payload)) + payload if len(payload) else b''
+  return packed_header(len(payload)) + payload
+
+
+def packed_header(payload_length: int) -> bytes:
+  """The bytes of a FloatList or Int64List message before its packed values."""
+  return _LENGTH_DELIMITED_1 + varint(payload_length) if payload_length else b''
 
 
 def bytes_list(values: Sequence[bytes]) -> bytes:
@@ -76,9 +81,15 @@ def key_field(key: str) -> bytes:
 
 def entry(key: bytes, kind: int, list_message: bytes) -> bytes:
   """One Features map entry: `key` from key_field, `kind` one of BYTES_LIST/FLOAT_LIST/INT64_LIST."""
-  feature = bytes((kind,)) + varint(len(list_message)) + list_message
-  body = key + _LENGTH_DELIMITED_2 + varint(len(feature)) + feature
-  return _LENGTH_DELIMITED_1 + varint(len(body)) + body
+  return entry_prefix(key, kind, len(list_message)) + list_message
+
+
+def entry_prefix(key: bytes, kind: int, list_message_length: int) -> bytes:
+  """The bytes of an entry that precede its list message (they depend only on its length)."""
+  feature_length = 1 + len(varint(list_message_length)) + list_message_length
+  body_length = len(key) + 1 + len(varint(feature_length)) + feature_length
+  return b''.join((_LENGTH_DELIMITED_1, varint(body_length), key, _LENGTH_DELIMITED_2,
+                   varint(feature_length), bytes((kind,)), varint(list_message_length)))
 
 
 def example(features: bytes) -> bytes:

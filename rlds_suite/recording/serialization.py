@@ -157,6 +157,7 @@ class _Column:
 
   def __init__(self, kind: int, payload: Any, row_offsets: Optional[np.ndarray]):
     self._kind, self._payload, self._row_offsets = kind, payload, row_offsets
+    self._prefixes: dict[int, bytes] = {}  # Packed payload length -> the entry's bytes before it.
 
   @classmethod
   def of(cls, value: Any, info: Any) -> Optional['_Column']:
@@ -180,10 +181,14 @@ class _Column:
     if self._kind == example_wire.BYTES_LIST:
       values = self._payload if end is None else self._payload[start:end]
       return example_wire.entry(key, self._kind, example_wire.bytes_list(values))
-    if end is None:
-      return example_wire.entry(key, self._kind, example_wire.packed(self._payload))
-    payload = self._payload[self._row_offsets[start]:self._row_offsets[end]]
-    return example_wire.entry(key, self._kind, example_wire.packed(payload))
+    payload = (self._payload if end is None else
+               self._payload[self._row_offsets[start]:self._row_offsets[end]])
+    prefix = self._prefixes.get(len(payload))
+    if prefix is None:  # Episodes of one length share it.
+      header = example_wire.packed_header(len(payload))
+      prefix = example_wire.entry_prefix(key, self._kind, len(header) + len(payload)) + header
+      self._prefixes[len(payload)] = prefix
+    return prefix + payload
 
 
 def _flatten_nest_dict(d: Mapping[str, Any]) -> dict[str, Any]:
