@@ -10,12 +10,14 @@ import zlib
 from typing import Any, Iterator, Optional, Sequence
 
 import h5py
+from isal import isal_zlib
 import numpy as np
 
 from rlds_suite import errors
 
 # Below this many bytes a dataset is read by h5py in one call; above, its chunks are inflated in
-# parallel: h5py reads and decompresses chunk after chunk in one thread, while zlib releases the GIL.
+# parallel: h5py reads and decompresses chunk after chunk in one thread, while ISA-L's inflate
+# (~2.5x zlib's speed) releases the GIL.
 PARALLEL_READ_BYTES = 1 << 22
 
 
@@ -68,7 +70,7 @@ def read_array(group: h5py.Group, key: str, *, ranks: Sequence[int],
   try:
     array = _read_deflated(item)
     return item[()] if array is None else array
-  except (OSError, zlib.error) as e:
+  except (OSError, zlib.error, isal_zlib.error) as e:
     raise errors.CorruptFileError(f'cannot read data (truncated file?): {e}', field=key) from e
 
 
@@ -95,7 +97,7 @@ def _read_deflated(item: h5py.Dataset) -> Optional[np.ndarray]:
     fd = f.fileno()
 
     def inflate(chunk) -> None:
-      raw = zlib.decompress(os.pread(fd, chunk.size, chunk.byte_offset))
+      raw = isal_zlib.decompress(os.pread(fd, chunk.size, chunk.byte_offset))
       if len(raw) != chunk_bytes:
         raise zlib.error(f'chunk at {chunk.chunk_offset} inflates to {len(raw)} bytes, not '
                          f'{chunk_bytes}')
