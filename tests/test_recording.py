@@ -231,3 +231,11 @@ def test_batched_episodes_keep_order_and_shards_and_stop_at_a_bad_episode(tmp_pa
   assert len(got) == 4  # The episodes before the bad one, nothing after it.
   for episode, taped in zip(got, env.episodes):
     assert_matches_tape(episode, taped)
+
+
+def test_shards_complete_after_max_seconds(tmp_path):
+  env = envs.make('gymnasium:CartPole-v1', seed=0)
+  writer = rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env, max_seconds_per_shard=0)
+  _run(env, writer, episodes=3)  # Each episode end is past its shard's deadline.
+  builder = tfds.builder_from_directory(os.fspath(tmp_path))
+  assert builder.info.splits['train'].shard_lengths == [1, 1, 1]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import time
 import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
@@ -63,8 +64,10 @@ class RLDSWriter(backend_writer.BackendWriter):
   `episode_metadata_features`; step and episode metadata not given are inferred from the first
   episode's values.
 
-  A shard is completed after `max_episodes_per_shard` episodes or `max_bytes_per_shard` bytes,
-  whichever comes first. A killed process loses at most the episodes of the open shard: without a
+  A shard is completed after `max_episodes_per_shard` episodes, `max_bytes_per_shard` bytes, or at
+  the first episode end `max_seconds_per_shard` seconds after its first episode ended, whichever
+  comes first: fast environments get few large shards, slow ones a shard (and fresh metadata) at
+  least every minute by default. A killed process loses at most the episodes of the open shard: without a
   writer thread they wait in memory, unconverted, until the shard's last episode ends (or their
   steps hold MAX_BATCH_BYTES), which is when the shard would have become durable anyway; with one,
   at most `max_pending_episodes` episodes also wait in its queue (which bounds their memory).
@@ -90,8 +93,9 @@ class RLDSWriter(backend_writer.BackendWriter):
                image_fields: Iterable[str] = (),
                step_features: Optional[Mapping[str, Any]] = None,
                episode_metadata_features: Optional[Mapping[str, Any]] = None,
-               max_episodes_per_shard: int = 100,
+               max_episodes_per_shard: int = 1000,
                max_bytes_per_shard: int = 256 << 20,
+               max_seconds_per_shard: float = 60.0,
                dataset_metadata: Optional[Mapping[str, Any]] = None,
                max_pending_episodes: int = 4,
                writer_thread: bool = False,
@@ -114,6 +118,8 @@ class RLDSWriter(backend_writer.BackendWriter):
     self._declared_episode = dict(episode_metadata_features or {})
     self._max_episodes = max_episodes_per_shard
     self._max_bytes = max_bytes_per_shard
+    self._max_seconds = max_seconds_per_shard
+    self._shard_deadline: Optional[float] = None  # When the open shard is due, on time.monotonic.
     self._dataset_metadata = dict(dataset_metadata or {})
     self._serializer: Optional[serialization.EpisodeSerializer] = None
     self._shards: Optional[shards.ShardedDatasetWriter] = None
@@ -245,10 +251,16 @@ class RLDSWriter(backend_writer.BackendWriter):
       return  # No action was taken: nothing to write.
     # A tuple: later appends (after a signal handler's hand-off) cannot reach it.
     self._pending.append((tuple(steps), metadata))
+    now, deadline = time.monotonic(), self._shard_deadline  # The worker may reset it meanwhile.
+    if deadline is None:
+      deadline = self._shard_deadline = now + self._max_seconds
     if self._step_bytes is None:
       self._step_bytes = _raw_bytes(steps[0])
     self._pending_bytes += len(steps) * self._step_bytes
-    if len(self._pending) >= self._batch_episodes or self._pending_bytes >= MAX_BATCH_BYTES:
+    if now >= deadline:
+      self._submit_pending()
+      self._worker.submit(self._finish_shard)
+    elif len(self._pending) >= self._batch_episodes or self._pending_bytes >= MAX_BATCH_BYTES:
       self._submit_pending()
 
   def _submit_pending(self) -> None:
@@ -277,11 +289,12 @@ class RLDSWriter(backend_writer.BackendWriter):
       self.num_episodes_written += 1
       if (self._shards.open_shard_examples >= self._max_episodes or
           self._shards.open_shard_bytes >= self._max_bytes):
-        self._shards.finish_shard()
+        self._finish_shard()
 
   def _finish_shard(self) -> None:
     if self._shards is not None:
       self._shards.finish_shard()
+    self._shard_deadline = None
 
   def _close_shards(self) -> None:
     if self._shards is not None:
