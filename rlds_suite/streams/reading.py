@@ -92,7 +92,9 @@ def read_steps(builder: tfds.core.DatasetBuilder, split: str, *, shuffle_files: 
       # Interleaving files, sequentially: a parallel interleave also opens (and buffers) up to as
       # many files ahead. Parsing and decoding stay parallel; one file is read ahead in parallel.
       num_parallel_calls_for_interleave_files=None if shuffle_files else tf.data.AUTOTUNE,
-      override_buffer_size=READ_BUFFER_BYTES)
+      override_buffer_size=READ_BUFFER_BYTES,
+      # No prefetch between TFDS's decoding and the map below, so that map fusion can join them.
+      skip_prefetch=True)
   episodes = builder.as_dataset(split=split, shuffle_files=shuffle_files, read_config=read_config,
                                 decoders={fields.STEPS: StepsDecoder(keep)})
   return episodes.map(lambda episode: episode[fields.STEPS])
