@@ -7,9 +7,10 @@
 The environment loop only appends EnvLogger `StepData` to the episode in flight, as EnvLogger's
 in-memory backend does. When the episode is over (the next reset, `close()`, or a signal) it joins
 the pending batch. A batch (a shard's worth of episodes, or fewer once their steps hold
-MAX_BATCH_BYTES; one episode with `writer_thread=True`) goes to a worker (`background`: the
-caller's thread by default, or a thread), which converts its episodes together with `rlds_suite.episodes.to_episodes` (the one place with boundary
-rules; each ending as its last timestep says: discount 0 -> terminated, otherwise truncated),
+MAX_BATCH_BYTES) goes to a worker (`background`: the caller's thread by default, or a thread),
+which converts its episodes together with `rlds_suite.episodes.to_episodes` (the one place with
+boundary rules; each ending as its last timestep says: discount 0 -> terminated, otherwise
+truncated),
 serializes them (`serialization.serialize_batch`) and appends them to a `ShardedDatasetWriter`,
 which makes every completed shard durable; metadata is written per completed shard and at close.
 Converting many episodes at once is what makes the per-step cost small: Python work per episode,
@@ -67,16 +68,16 @@ class RLDSWriter(backend_writer.BackendWriter):
   A shard is completed after `max_episodes_per_shard` episodes, `max_bytes_per_shard` bytes, or at
   the first episode end `max_seconds_per_shard` seconds after its first episode ended, whichever
   comes first: fast environments get few large shards, slow ones a shard (and fresh metadata) at
-  least every minute by default. A killed process loses at most the episodes of the open shard: without a
-  writer thread they wait in memory, unconverted, until the shard's last episode ends (or their
-  steps hold MAX_BATCH_BYTES), which is when the shard would have become durable anyway; with one,
-  at most `max_pending_episodes` episodes also wait in its queue (which bounds their memory).
+  least every minute by default. A killed process loses at most the episodes of the open shard
+  (and, with a writer thread, the batches in its queue): they wait in memory, unconverted, until
+  the shard's last episode ends (or their steps hold MAX_BATCH_BYTES), which is when the shard
+  would have become durable anyway.
 
-  `writer_thread`: by default (False) episodes are converted and written in the caller's thread, a
-  batch at a time, so the recording overhead is exactly the writer's CPU time. True: on a
-  background thread, one episode at a time; image encoding (ISA-L) releases the GIL and can then
-  overlap the environment, which pays off only when a core is idle: on 2 busy cores the thread's
-  hand-overs and GIL contention cost more than they hide (Pong: ~180 vs ~60 us/step overhead).
+  `writer_thread`: by default (False) batches are converted and written in the caller's thread, so
+  the recording overhead is exactly the writer's CPU time. True: on a background thread, with at
+  most `max_pending_batches` batches queued (a bound on their memory); image encoding (ISA-L)
+  releases the GIL and can then overlap the environment, which pays off only when a core is idle.
+  On 2 busy cores the thread's GIL contention costs more than it hides.
   """
 
   def __init__(self,
@@ -97,7 +98,7 @@ class RLDSWriter(backend_writer.BackendWriter):
                max_bytes_per_shard: int = 256 << 20,
                max_seconds_per_shard: float = 60.0,
                dataset_metadata: Optional[Mapping[str, Any]] = None,
-               max_pending_episodes: int = 4,
+               max_pending_batches: int = 2,
                writer_thread: bool = False,
                **base_kwargs):
     super().__init__(**base_kwargs)
@@ -130,13 +131,10 @@ class RLDSWriter(backend_writer.BackendWriter):
     self._step_bytes: Optional[int] = None  # Raw bytes of one step, from the first one recorded.
     self.num_episodes_written = 0
     self.num_episodes_discarded = 0
-    # Episodes are converted in batches: one per episode on the thread, so that encoding overlaps
-    # the environment; otherwise up to a shard's worth, bounded in steps (and so in memory).
-    self._batch_episodes = 1 if writer_thread else max_episodes_per_shard
     self._row_paths = (frozenset(self._image_fields) |
                        serialization.row_encoded_paths(self._declared_steps))
     self._worker = (background.BackgroundWorker(f'RLDSWriter({self.data_directory})',
-                                                max_pending_episodes)
+                                                max_pending_batches)
                     if writer_thread else background.InlineWorker())
     self._close_at_exit = _close_at_exit(self)
     atexit.register(self._close_at_exit)
@@ -260,7 +258,7 @@ class RLDSWriter(backend_writer.BackendWriter):
     if now >= deadline:
       self._submit_pending()
       self._worker.submit(self._finish_shard)
-    elif len(self._pending) >= self._batch_episodes or self._pending_bytes >= MAX_BATCH_BYTES:
+    elif len(self._pending) >= self._max_episodes or self._pending_bytes >= MAX_BATCH_BYTES:
       self._submit_pending()
 
   def _submit_pending(self) -> None:
