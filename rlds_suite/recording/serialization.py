@@ -46,6 +46,8 @@ class EpisodeSerializer:
     self._maybe_direct = {key: not (info.sequence_rank > 1 or None in info.shape[info.sequence_rank:])
                           for key, info in self._flat_info.items()}
     self._keys = {key: example_wire.key_field(key) for key in self._flat_info}
+    # (key, list kind, packed payload length) -> the entry's bytes before the payload.
+    self._prefixes: dict[tuple[bytes, int, int], bytes] = {}
 
   def serialize(self, episode: Episode) -> bytes:
     batch = EpisodeBatch(steps=episode.steps, starts=np.array([0, episode.num_steps]),
@@ -62,8 +64,8 @@ class EpisodeSerializer:
                                  f'declared {sorted(set(self.features.keys()) - {fields.STEPS})}')
     encoded = _flatten_nest_dict(
         {fields.STEPS: self._encode_steps(self._steps, batch.steps, fields.STEPS)})
-    columns = {key: _Column.of(value, self._flat_info[key]) if self._maybe_direct[key] else None
-               for key, value in encoded.items()}
+    columns = {key: _Column.of(value, self._flat_info[key], self._prefixes)
+                   if self._maybe_direct[key] else None for key, value in encoded.items()}
     starts = batch.starts
     serialized = []
     for index, metadata in enumerate(batch.metadata):
@@ -71,7 +73,8 @@ class EpisodeSerializer:
       entries, ragged = [], {}
       for key, value in metadata.items():
         value = _encode(self.features[key], value, key)
-        column = _Column.of(value, self._flat_info[key]) if self._maybe_direct[key] else None
+        column = (_Column.of(value, self._flat_info[key], self._prefixes)
+                  if self._maybe_direct[key] else None)
         if column is None:
           ragged[key] = value
         else:
@@ -155,25 +158,27 @@ class _Column:
   bytes, packed varints, or a list of bytes. `of` returns None for values that need TFDS's own
   serializer (ragged, uint64, anything else)."""
 
-  def __init__(self, kind: int, payload: Any, row_offsets: Optional[np.ndarray]):
+  def __init__(self, kind: int, payload: Any, row_offsets: Optional[np.ndarray],
+               prefixes: dict[tuple[bytes, int, int], bytes]):
     self._kind, self._payload, self._row_offsets = kind, payload, row_offsets
-    self._prefixes: dict[int, bytes] = {}  # Packed payload length -> the entry's bytes before it.
+    self._prefixes = prefixes  # Shared by a serializer's columns, across batches.
 
   @classmethod
-  def of(cls, value: Any, info: Any) -> Optional['_Column']:
+  def of(cls, value: Any, info: Any,
+         prefixes: dict[tuple[bytes, int, int], bytes]) -> Optional['_Column']:
     if isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' and value.dtype != np.uint64:
       per_row = int(np.prod(value.shape[1:], dtype=np.int64)) if value.ndim else 1
       rows = len(value) if value.ndim else 1
       if value.dtype.kind == 'f':
         payload = memoryview(value.astype('<f4', copy=False).reshape(-1).tobytes())
-        return cls(example_wire.FLOAT_LIST, payload, np.arange(rows + 1) * (per_row * 4))
+        return cls(example_wire.FLOAT_LIST, payload, np.arange(rows + 1) * (per_row * 4), prefixes)
       payload, offsets = example_wire.varints(value)
       return cls(example_wire.INT64_LIST, memoryview(payload.tobytes()),
-                 offsets[np.arange(rows + 1) * per_row])
+                 offsets[np.arange(rows + 1) * per_row], prefixes)
     if isinstance(value, (list, bytes)) and np.dtype(info.np_dtype).kind in 'OSU':
       values = value if isinstance(value, list) else [value]
       if all(isinstance(v, bytes) for v in values):
-        return cls(example_wire.BYTES_LIST, values, None)
+        return cls(example_wire.BYTES_LIST, values, None, prefixes)
     return None
 
   def entry(self, key: bytes, start: int, end: Optional[int]) -> bytes:
@@ -183,11 +188,11 @@ class _Column:
       return example_wire.entry(key, self._kind, example_wire.bytes_list(values))
     payload = (self._payload if end is None else
                self._payload[self._row_offsets[start]:self._row_offsets[end]])
-    prefix = self._prefixes.get(len(payload))
+    prefix = self._prefixes.get((key, self._kind, len(payload)))
     if prefix is None:  # Episodes of one length share it.
       header = example_wire.packed_header(len(payload))
       prefix = example_wire.entry_prefix(key, self._kind, len(header) + len(payload)) + header
-      self._prefixes[len(payload)] = prefix
+      self._prefixes[key, self._kind, len(payload)] = prefix
     return prefix + payload
 
 
