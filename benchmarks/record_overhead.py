@@ -21,6 +21,23 @@ overhead is EnvLogger's own wrapper, which every backend pays. Pong, the PNG enc
 libpng at its fastest settings, ~200 us for zlib level 1 and ~5x more for TFDS's own encoder. The
 writer thread does not pay off on 2 busy cores: hand-overs and GIL contention cost more CPU than
 the encoding it could overlap.
+
+Measured (2 cores, otherwise idle; --cartpole_steps 100000 --repeats 7), overhead in us/step,
+median [range over repeats]:
+                   wall                 cpu                  backend calls only
+  CartPole  ours    9.3 [-0.7..16.2]     9.2 [1.4..14.7]      3.6 [3.2..4.7]
+            memory  4.6 [-1.7..10.5]     5.0 [0.5..9.9]       0.8 [0.7..0.9]
+            old   155.1 [117..229]     132.0 [106..150]     137.1 [107..203]
+  Pong      ours    7.6 [-125..198]      5.8 [-127..191]     60.1 [49.1..62.9]
+            memory -10.6 [-194..87]    -10.4 [-194..87]       1.2 [1.1..1.7]
+            old  1123.5 [928..1468]   1122.1 [926..1464]   1150.0 [997..1453]
+So: >= 10x below envlogger 1.2's TFDS backend, met on every clock (CartPole 14-38x, Pong
+19-190x). <= 2x the in-memory backend, over the bare env as the target is stated: CartPole 2.04x
+wall, 1.82x CPU, at the noise boundary; Pong: the in-memory overhead is zero within the noise
+(Atari steps vary by +-200 us), so the ratio is undefined, and ours is inside the same noise.
+Counting the backends' own calls, the in-memory backend appends a reference (0.1 us/step above the
+dropping backend), so any backend that writes a dataset costs several times it; ours is 3.6
+(CartPole) and 60 (Pong, lossless PNG of every frame) us/step.
 """
 
 from __future__ import annotations
