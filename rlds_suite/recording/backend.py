@@ -15,8 +15,10 @@ serializes them (`serialization.serialize_batch`) and appends them to a `Sharded
 which makes every completed shard durable; metadata is written per completed shard and at close.
 Converting many episodes at once is what makes the per-step cost small: Python work per episode,
 not per step, was the whole cost for short episodes of small observations. `checkpoint` and
-`close` write the pending batch and drain the worker first; a worker's error is raised by the next
-recording call, `checkpoint` or `close`.
+`close` write the pending batch and drain the worker first. An episode that cannot be written (a
+NaN reward, metadata that does not match the features) fails when its batch is converted: the
+episodes before it are written, and the error is raised by that recording call (or the next one,
+with a writer thread), `checkpoint` or `close`.
 
 Only the public `BackendWriter` API (`_record_step`, `set_episode_metadata`, `close`, the
 constructor's `metadata`/`scheduler`) is used, so the class works with envlogger 1.2 and 1.3.
