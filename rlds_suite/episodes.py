@@ -204,11 +204,8 @@ class TrajectoryBatch:
   def of(cls, trajectory: Trajectory) -> 'TrajectoryBatch':
     """A batch holding one trajectory."""
     final, final_metadata = trajectory.final_observation, trajectory.final_step_metadata
-    if final_metadata is not None and final is None:
-      raise errors.EpisodeBoundaryError('final-step metadata without a final observation',
-                                        field='step_metadata')
     step_metadata = dict(trajectory.step_metadata)
-    if final is not None:
+    if final is not None:  # (Final-step metadata without it is refused by to_episodes.)
       final = nested.as_one_row(trajectory.observations, final)
       if final_metadata is not None:
         final_metadata = nested.as_one_row(step_metadata, dict(final_metadata))
@@ -321,9 +318,11 @@ class _Locator:
     self._counts = counts
     self._ends = np.cumsum(counts)
 
+  def _prefix(self, episode: int) -> str:
+    return f'episode {episode}: ' if len(self._counts) > 1 else ''
+
   def error(self, episode: int, field: str, problem: str) -> errors.EpisodeBoundaryError:
-    prefix = f'episode {episode}: ' if len(self._counts) > 1 else ''
-    return errors.EpisodeBoundaryError(prefix + problem, field=field)
+    return errors.EpisodeBoundaryError(self._prefix(episode) + problem, field=field)
 
   def expect_rows(self, rows: int, field: str, what: str) -> None:
     expected = int(self._ends[-1])
@@ -338,9 +337,8 @@ class _Locator:
     episode = int(np.searchsorted(self._ends, bad[0], side='right'))
     local = bad[bad < self._ends[episode]] - (self._ends[episode] - self._counts[episode])
     local = local[local >= 0]
-    prefix = f'episode {episode}: ' if len(self._counts) > 1 else ''
     raise errors.InvalidValueError(
-        f'{prefix}non-finite values at steps {local[:10].tolist()}'
+        f'{self._prefix(episode)}non-finite values at steps {local[:10].tolist()}'
         f'{" ..." if len(local) > 10 else ""}', field=field)
 
 

@@ -66,7 +66,8 @@ def _one_row(column: np.ndarray, value: Any) -> np.ndarray:
 def interleave_rows(columns: Nested, rows: np.ndarray, others: Nested | None,
                     other_rows: np.ndarray, num_rows: int) -> Nested:
   """New columns of `num_rows` rows: `columns`' rows at `rows` and `others`' rows (columns of the
-  same structure and dtypes) at `other_rows`; with no `others`, those rows are zero-filled."""
+  same structure) at `other_rows`; with no `others`, those rows are zero-filled. A leaf whose two
+  parts are object columns or differ in row shape becomes an object column, one value per row."""
 
   def place(column: np.ndarray, *other: np.ndarray) -> np.ndarray:
     extra = other[0] if other else None

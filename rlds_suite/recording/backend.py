@@ -10,9 +10,9 @@ the pending batch. A batch (a shard's worth of episodes, or fewer once their ste
 MAX_BATCH_BYTES) goes to a worker (`background`: the caller's thread by default, or a thread),
 which converts its episodes together with `rlds_suite.episodes.to_episodes` (the one place with
 boundary rules; each ending as its last timestep says: discount 0 -> terminated, otherwise
-truncated),
-serializes them (`serialization.serialize_batch`) and appends them to a `ShardedDatasetWriter`,
-which makes every completed shard durable; metadata is written per completed shard and at close.
+truncated), serializes them (`serialization.serialize_batch`) and appends them to a
+`ShardedDatasetWriter`, which makes every completed shard durable; metadata is written per
+completed shard and at close.
 Converting many episodes at once is what makes the per-step cost small: Python work per episode,
 not per step, was the whole cost for short episodes of small observations. `checkpoint` and
 `close` write the pending batch and drain the worker first. An episode that cannot be written (a
@@ -360,11 +360,6 @@ def step_features_specs(env: Optional[dm_env.Environment], observation_spec: Any
 Recorded = tuple[Sequence[step_data.StepData], Any]  # One episode's StepData and its metadata.
 
 
-def episode_from_steps(steps: Sequence[step_data.StepData], metadata: Any = None) -> Episode:
-  """EnvLogger StepData of one episode (reset timestep first) -> an RLDS `Episode`."""
-  return episodes_from_steps([(steps, metadata)]).episode(0)
-
-
 def episodes_from_steps(recorded: Sequence[Recorded],
                         keep_rows: Callable[[str], bool] = lambda path: False) -> EpisodeBatch:
   """EnvLogger StepData of episodes (each from its reset timestep) -> RLDS episodes, converted
@@ -410,7 +405,8 @@ def episodes_from_steps(recorded: Sequence[Recorded],
   return to_episodes(batch)
 
 
-def _column(values: Sequence[Any], path: str, keep_rows: Callable[[str], bool]) -> Any:
+def _column(values: Sequence[Any], path: str,
+            keep_rows: Callable[[str], bool] = lambda path: False) -> Any:
   """One field's values, one per step -> stacked arrays (tuples become dicts; rows at `keep_rows`
   paths, and ragged or text rows, stay one value per row)."""
   if not isinstance(values[0], (np.ndarray, np.generic, int, float)):
@@ -421,7 +417,7 @@ def _column(values: Sequence[Any], path: str, keep_rows: Callable[[str], bool]) 
 def _discounts(values: Sequence[Any]) -> np.ndarray:
   """dm_env discounts may be None (FIRST) or arrays; RLDS keeps one scalar (the minimum) per step."""
   if all(v is not None for v in values):
-    stacked = _column(values, fields.DISCOUNT, lambda path: False)
+    stacked = _column(values, fields.DISCOUNT)
     if isinstance(stacked, np.ndarray) and stacked.dtype.kind in 'biuf':
       return stacked.reshape(len(values), -1).min(axis=1).astype(np.float32)
   return np.array([1.0 if v is None else float(np.min(v)) for v in values], np.float32)

@@ -30,14 +30,13 @@ _IEND = b'\x00\x00\x00\x00IEND\xaeB`\x82'
 
 def zlib_bytes(array: np.ndarray) -> bytes:
   """The array's bytes as one ZLIB stream (what TFDS's ZLIB-encoded `Tensor` decodes)."""
-  return isal_zlib.compress(np.ascontiguousarray(array).tobytes(), LEVEL)
+  return isal_zlib.compress(np.asarray(array).tobytes(), LEVEL)  # tobytes is C order.
 
 
 def png_bytes(image: np.ndarray) -> bytes:
   """A PNG file of a [height, width, channels] uint8 or uint16 image with 1, 3 or 4 channels."""
-  if (image.ndim != 3 or image.shape[2] not in _COLOR_TYPES or image.dtype not in (np.uint8,
-                                                                                   np.uint16)
-      or image.shape[0] < 1 or image.shape[1] < 1):
+  if (image.ndim != 3 or image.shape[2] not in _COLOR_TYPES or
+      image.dtype not in (np.uint8, np.uint16) or image.shape[0] < 1 or image.shape[1] < 1):
     raise errors.InvalidValueError(
         f'PNG needs a [height, width, 1, 3 or 4 channels] uint8 or uint16 image, got '
         f'{image.dtype.name}{list(image.shape)}')

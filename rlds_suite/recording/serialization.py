@@ -2,13 +2,13 @@
 
 TFDS encodes a `Dataset` feature one step at a time in Python and then walks every value again to
 look for ragged dimensions; for short episodes of small tensors that is the whole recording cost.
-Here fixed-shape plain tensors are encoded as one stacked array per episode. Per-step uint8/uint16 PNG
-`Image`s and ZLIB tensors are encoded by `compression` (ISA-L deflate, outside the GIL; TFDS's own
-PNG encoder takes ~30x longer per Atari frame); both decode with TFDS's own decoders to the same
-arrays. Other leaves that need
-per-element work (text, episode metadata) go through their feature's `encode_example`.
-Leaves of one flat array or one list of bytes per key become tf.train.Features directly; anything
-ragged (variable shapes inside steps) goes through TFDS's serializer. tests/test_recording.py
+Here fixed-shape plain tensors are encoded as one stacked array per batch of episodes. Per-step
+uint8/uint16 PNG `Image`s and ZLIB tensors are encoded by `compression` (ISA-L deflate, outside the
+GIL; TFDS's own PNG encoder takes ~30x longer per Atari frame); both decode with TFDS's own
+decoders to the same arrays. Other leaves that need per-element work (text, episode metadata) go
+through their feature's `encode_example`. Leaves of one flat array or one list of bytes per key
+become Features directly (`example_wire`); anything ragged (variable shapes inside steps) goes
+through TFDS's serializer. tests/test_recording.py
 checks that the result parses to the same example as TFDS's own serialization.
 """
 
@@ -46,6 +46,7 @@ class EpisodeSerializer:
     self._maybe_direct = {key: not (info.sequence_rank > 1 or None in info.shape[info.sequence_rank:])
                           for key, info in self._flat_info.items()}
     self._keys = {key: example_wire.key_field(key) for key in self._flat_info}
+    self._metadata_keys = frozenset(episode_features.keys()) - {fields.STEPS}
     # (key, list kind, packed payload length) -> the entry's bytes before the payload.
     self._prefixes: dict[tuple[bytes, int, int], bytes] = {}
 
@@ -57,11 +58,9 @@ class EpisodeSerializer:
   def serialize_batch(self, batch: EpisodeBatch) -> list[bytes]:
     """Each episode's serialized tf.train.Example; columns are encoded once for the batch."""
     for metadata in batch.metadata:
-      unknown, missing = set(metadata) - set(self.features.keys()), (
-          set(self.features.keys()) - {fields.STEPS} - set(metadata))
-      if unknown or missing:
+      if metadata.keys() != self._metadata_keys:
         raise errors.SchemaError(f'episode metadata keys {sorted(metadata)} do not match the '
-                                 f'declared {sorted(set(self.features.keys()) - {fields.STEPS})}')
+                                 f'declared {sorted(self._metadata_keys)}')
     encoded = _flatten_nest_dict(
         {fields.STEPS: self._encode_steps(self._steps, batch.steps, fields.STEPS)})
     columns = {key: _Column.of(value, self._flat_info[key], self._prefixes)
