@@ -23,7 +23,7 @@ Peak memory is the peak RSS (VmHWM) of a subprocess reading the same number of b
 dataset, above its TensorFlow baseline; 1x and 10x both have more files than the stream keeps open
 (streams.reading.READ_CYCLE_LENGTH), so only the dataset size differs between them.
 
-The image dataset (observation uint8[84, 84, 4]) is ZLIB-encoded: what rlds_suite.features.tensor
+The image dataset (observation uint8[84, 84, 4]) is ZLIB-encoded: what rlds_suite.tfds.features.tensor
 writes for frame stacks, so what users read. Measured per frame on 2 loaded cores: ZLIB decodes in
 ~200-430 us (tf.io.decode_compressed; Python's zlib is no faster), PNG (a 4-channel image) in
 ~440 us though 1.6x smaller, raw bytes in ~3 us but 1.7x larger on disk for this noisy data and
@@ -75,8 +75,9 @@ SHARDS = 16  # Files of the 1x dataset compared for memory (the 10x one has ten 
 
 def _write_datasets(work_dir: str, episodes: int, image_episodes: int, steps: int) -> dict[str, str]:
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  from rlds_suite import episodes as episodes_lib  # pylint: disable=g-import-not-at-top
-  from rlds_suite import features, writing  # pylint: disable=g-import-not-at-top
+  from rlds_suite.core import episodes as episodes_lib  # pylint: disable=g-import-not-at-top
+  from rlds_suite.tfds import writing
+  from rlds_suite.tfds import features  # pylint: disable=g-import-not-at-top
 
   def make(num, observe):
     rng = np.random.default_rng(0)
@@ -203,7 +204,8 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
   """One round: every rate of both datasets, measured one after the other."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  from rlds_suite import datasets, streams  # pylint: disable=g-import-not-at-top
+  from rlds_suite import streams
+  from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
   from rlds_suite.streams import reading  # pylint: disable=g-import-not-at-top
   results = {}
   block = streams.Shuffle().units // BATCH  # Batches per shuffle block: warm up past the first.

@@ -3,9 +3,9 @@
 `import rlds_suite` registers every builder in rlds_suite.builders with TFDS.
 """
 
-from rlds_suite import errors
-from rlds_suite.datasets import validate
-from rlds_suite.episodes import Ending, Episode, Trajectory
+from rlds_suite.core import errors
+from rlds_suite.tfds.datasets import validate
+from rlds_suite.core.episodes import Ending, Episode, Trajectory
 
 from rlds_suite import builders  # Registers the TFDS builders.  # pylint: disable=g-bad-import-order
 
@@ -15,7 +15,7 @@ __all__ = ['errors', 'validate', 'Ending', 'Episode', 'Trajectory', 'builders', 
 # Recording pulls in envlogger; it is imported on first use of these names.
 _LAZY = {'RLDSWriter': 'rlds_suite.recording', 'record': 'rlds_suite.recording',
          'stream': 'rlds_suite.streams', 'load_dict_dataset': 'rlds_suite.streams',
-         'as_numpy': 'rlds_suite.streams', 'write_episodes': 'rlds_suite.writing'}
+         'as_numpy': 'rlds_suite.streams', 'write_episodes': 'rlds_suite.tfds.writing'}
 
 
 def __getattr__(name):

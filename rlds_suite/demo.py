@@ -6,7 +6,7 @@ import dataclasses
 import pathlib
 from typing import Any, Callable, Optional
 
-from rlds_suite import datasets
+from rlds_suite.tfds import datasets
 
 SAMPLE_DATA = pathlib.Path(__file__).parent / 'sample_data'
 

@@ -7,7 +7,7 @@ from typing import Any
 import dm_env
 import numpy as np
 
-from rlds_suite import datasets
+from rlds_suite.tfds import datasets
 
 
 class Tape(dm_env.Environment):

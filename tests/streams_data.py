@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlds_suite import episodes
-from rlds_suite import features
-from rlds_suite import writing
+from rlds_suite.core import episodes
+from rlds_suite.tfds import features
+from rlds_suite.tfds import writing
 
 
 def id_episodes(dataset: int, num_episodes: int, obs_size: int = 3, min_len: int = 2,

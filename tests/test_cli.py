@@ -9,10 +9,10 @@ import numpy as np
 
 from rlds_suite import cli
 from rlds_suite import demo
-from rlds_suite import episodes
-from rlds_suite import features
-from rlds_suite import fields
-from rlds_suite import writing
+from rlds_suite.core import episodes
+from rlds_suite.tfds import features
+from rlds_suite.core import fields
+from rlds_suite.tfds import writing
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DUMMY = REPO / 'builders' / 'magical_demos' / 'dummy_data'

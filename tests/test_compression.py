@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 from rlds_suite.recording import compression
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlds_suite import envs
-from rlds_suite import errors
+from rlds_suite.core import errors
 from rlds_suite.envs import gymnasium_adapter
 
 

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite import nested
-from rlds_suite import episodes
-from rlds_suite import validation
-from rlds_suite.episodes import (BoundaryPolicy, EndingRule, Ending, FinalObservation,
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core import nested
+from rlds_suite.core import episodes
+from rlds_suite.core import validation
+from rlds_suite.core.episodes import (BoundaryPolicy, EndingRule, Ending, FinalObservation,
                                  RewardTiming)
 
 EXTRA_ROW = BoundaryPolicy(FinalObservation.EXTRA_ROW)

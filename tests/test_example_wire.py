@@ -4,10 +4,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 import numpy as np
 
-from rlds_suite.episodes import Episode, EpisodeBatch
+from rlds_suite.core.episodes import Episode, EpisodeBatch
 from rlds_suite.recording import example_wire
 from rlds_suite.recording import serialization
-from rlds_suite import features
+from rlds_suite.tfds import features
 from tensorflow_datasets.proto import tf_example_pb2
 
 INT64 = st.integers(-2**63, 2**63 - 1)

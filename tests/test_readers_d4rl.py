@@ -7,10 +7,10 @@ import h5py
 import numpy as np
 import pytest
 
-from rlds_suite import episodes
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite.episodes import Ending
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core.episodes import Ending
 from rlds_suite.readers import d4rl
 from rlds_suite.readers import hdf5
 

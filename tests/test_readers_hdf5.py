@@ -4,7 +4,7 @@ import h5py
 import numpy as np
 import pytest
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 from rlds_suite.readers import hdf5
 
 

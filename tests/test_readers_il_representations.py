@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from rlds_suite import episodes
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite import validation
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core import validation
 from rlds_suite.readers import il_representations
 
 REACHER = 'il_representations/dm_control-reacher-easy-demos.tar.zst'

@@ -10,10 +10,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from rlds_suite import episodes
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite import safe_pickle
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core import safe_pickle
 from rlds_suite.readers import files
 from rlds_suite.readers import imitation
 from tests.fixtures import write_imitation

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from rlds_suite import errors
-from rlds_suite import episodes
+from rlds_suite.core import errors
+from rlds_suite.core import episodes
 from rlds_suite.builders.magical_demos import magical_demos_dataset_builder
 from rlds_suite.readers import magical
 from tests.fixtures import write_magical

@@ -12,15 +12,15 @@ from tensorflow_datasets.core import example_serializer
 from tensorflow_datasets.proto import tf_example_pb2
 
 import rlds_suite
-from rlds_suite import errors
+from rlds_suite.core import errors
 from rlds_suite import envs
-from rlds_suite import features
-from rlds_suite.episodes import Episode
+from rlds_suite.tfds import features
+from rlds_suite.core.episodes import Episode
 from rlds_suite.recording import random_policy
 from rlds_suite.recording import serialization
 from rlds_suite.recording import shards
 from rlds_suite.recording import step_features
-from rlds_suite import validation
+from rlds_suite.core import validation
 from tests.recording_helpers import Tape, assert_matches_tape, read_episodes
 
 

@@ -5,9 +5,9 @@ from envlogger.converters import codec
 
 import rlds_suite
 from rlds_suite import cli
-from rlds_suite import envlogger_compat
+from rlds_suite.compat import envlogger_compat
 from rlds_suite import envs
-from rlds_suite import riegeli_ingest
+from rlds_suite.recording import riegeli_ingest
 from rlds_suite.recording import random_policy
 from tests.recording_helpers import Tape, assert_matches_tape, read_episodes
 
@@ -15,7 +15,7 @@ from tests.recording_helpers import Tape, assert_matches_tape, read_episodes
 def test_codec_workaround_is_still_needed():
   assert envlogger_compat.codec_needs_unicode_alias(codec), (
       'envlogger\'s codec now encodes on numpy 2 without np.unicode_: delete '
-      'rlds_suite/envlogger_compat.py and its call in riegeli_ingest.py')
+      'rlds_suite/compat/envlogger_compat.py and its call in riegeli_ingest.py')
 
 
 def _write_riegeli(directory, episodes=3):

@@ -6,9 +6,9 @@ import sys
 import pytest
 import tensorflow as tf
 
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite.rlds_compat import REVERB_AVAILABLE, rlds
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.compat.rlds_compat import REVERB_AVAILABLE, rlds
 
 
 def test_rlds_transformations_work():
@@ -28,7 +28,7 @@ def test_plain_import_rlds_still_fails_upstream():
   """Tells when upstream no longer needs the workaround (then rlds_compat can go)."""
   result = subprocess.run([sys.executable, '-c', 'import rlds'], capture_output=True, text=True)
   if result.returncode == 0:
-    pytest.fail('`import rlds` works now: remove the reverb stand-in from rlds_suite.rlds_compat')
+    pytest.fail('`import rlds` works now: remove the reverb stand-in from rlds_suite.compat.rlds_compat')
   assert 'reverb' in result.stderr
 
 

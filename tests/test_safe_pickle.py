@@ -9,8 +9,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from rlds_suite import errors
-from rlds_suite import safe_pickle
+from rlds_suite.core import errors
+from rlds_suite.core import safe_pickle
 
 
 class _WritesFile:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 from rlds_suite.streams import catalog
 
 

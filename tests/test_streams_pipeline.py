@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlds_suite import episodes
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite import nested
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core import nested
 from rlds_suite import streams
-from rlds_suite import units as reference
+from rlds_suite.streams import reference_units as reference
 
 from tests import streams_data
 

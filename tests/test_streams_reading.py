@@ -2,12 +2,12 @@
 
 import numpy as np
 
-from rlds_suite import datasets
-from rlds_suite import episodes
-from rlds_suite import features
-from rlds_suite import fields
-from rlds_suite import nested
-from rlds_suite import writing
+from rlds_suite.tfds import datasets
+from rlds_suite.core import episodes
+from rlds_suite.tfds import features
+from rlds_suite.core import fields
+from rlds_suite.core import nested
+from rlds_suite.tfds import writing
 from rlds_suite.streams import reading
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from rlds_suite import fields
+from rlds_suite.core import fields
 from rlds_suite import streams
 
 from tests import streams_data

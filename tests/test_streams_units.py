@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlds_suite import episodes
-from rlds_suite import fields
-from rlds_suite import units as reference
+from rlds_suite.core import episodes
+from rlds_suite.core import fields
+from rlds_suite.streams import reference_units as reference
 from rlds_suite.streams import units
 
 

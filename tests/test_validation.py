@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite import validation
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core import validation
 
 
 def _steps(n=4, **overrides):

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from rlds_suite import datasets
-from rlds_suite import errors
-from rlds_suite import features
-from rlds_suite import fields
-from rlds_suite import writing
+from rlds_suite.tfds import datasets
+from rlds_suite.core import errors
+from rlds_suite.tfds import features
+from rlds_suite.core import fields
+from rlds_suite.tfds import writing
 
 from tests import streams_data
 

@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 import rlds_suite
-from rlds_suite import errors
-from rlds_suite import fields
+from rlds_suite.core import errors
+from rlds_suite.core import fields
 from rlds_suite.builders.d4rl import d4rl_dataset_builder
 
 DUMMY_DATA = pathlib.Path(__file__).parent / 'dummy_data'
@@ -32,14 +32,14 @@ def _raw(path: pathlib.Path) -> dict:
 class D4RLValuesTest(tfds.testing.TestCase):
 
   def _build(self, config: str, manual_dir: pathlib.Path, **kwargs) -> tfds.core.DatasetBuilder:
-    return rlds_suite.datasets.build(f'd4rl/{config}', manual_dir=str(manual_dir),
+    return rlds_suite.tfds.datasets.build(f'd4rl/{config}', manual_dir=str(manual_dir),
                                      data_dir=self.tmp_dir, **kwargs)
 
   def _episodes_in_file_order(self, builder, file: pathlib.Path) -> list:
     """Episodes sorted by the file row of their first observation."""
     observations = _raw(file)['observations']
     found = []
-    for episode in rlds_suite.datasets.numpy_episodes(builder.as_dataset(split='train')):
+    for episode in rlds_suite.tfds.datasets.numpy_episodes(builder.as_dataset(split='train')):
       first = episode[fields.STEPS][fields.OBSERVATION][0]
       (row,) = np.flatnonzero((observations == first).all(axis=1))
       found.append((row, episode))

@@ -7,10 +7,10 @@ from typing import Optional
 
 import tensorflow_datasets as tfds
 
-from rlds_suite import builder_base
-from rlds_suite import episodes
-from rlds_suite import errors
-from rlds_suite import features
+from rlds_suite.tfds import builder_base
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.tfds import features
 from rlds_suite.readers import d4rl_pybullet
 from rlds_suite.readers import files
 

@@ -7,8 +7,8 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 import rlds_suite
-from rlds_suite import errors
-from rlds_suite import fields
+from rlds_suite.core import errors
+from rlds_suite.core import fields
 from rlds_suite.builders.d4rl_pybullet import d4rl_pybullet_dataset_builder
 from tests.fixtures import write_d4rl_pybullet
 
@@ -25,12 +25,12 @@ class D4RLPybulletTest(tfds.testing.DatasetBuilderTestCase):
 class D4RLPybulletValuesTest(tfds.testing.TestCase):
 
   def _build(self, config: str, manual_dir: pathlib.Path) -> tfds.core.DatasetBuilder:
-    return rlds_suite.datasets.build(f'd4rl_pybullet/{config}', manual_dir=str(manual_dir),
+    return rlds_suite.tfds.datasets.build(f'd4rl_pybullet/{config}', manual_dir=str(manual_dir),
                                      data_dir=self.tmp_dir)
 
   def _episodes_by_length(self, builder) -> dict:
     return {len(e[fields.STEPS][fields.REWARD]): e[fields.STEPS]
-            for e in rlds_suite.datasets.numpy_episodes(builder.as_dataset(split='train'))}
+            for e in rlds_suite.tfds.datasets.numpy_episodes(builder.as_dataset(split='train'))}
 
   def test_alignment_and_endings(self):
     builder = self._build('hopper-bullet-medium-v0', DUMMY_DATA)
@@ -41,7 +41,7 @@ class D4RLPybulletValuesTest(tfds.testing.TestCase):
     self.assertEqual((report.num_episodes, report.num_steps), (4, 12))
     with h5py.File(DUMMY_DATA / 'hopper-bullet-medium-v0.hdf5', 'r') as f:
       observations, rewards = f['observations'][()], f['rewards'][()][:, 0]
-    found = [e[fields.STEPS] for e in rlds_suite.datasets.numpy_episodes(
+    found = [e[fields.STEPS] for e in rlds_suite.tfds.datasets.numpy_episodes(
         builder.as_dataset(split='train'))]
     by_start = {int(np.flatnonzero((observations == s[fields.OBSERVATION][0]).all(axis=1))[0]): s
                 for s in found}

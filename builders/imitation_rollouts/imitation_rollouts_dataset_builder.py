@@ -9,8 +9,8 @@ from typing import Optional
 import numpy as np
 import tensorflow_datasets as tfds
 
-from rlds_suite import builder_base
-from rlds_suite import features
+from rlds_suite.tfds import builder_base
+from rlds_suite.tfds import features
 from rlds_suite.readers import imitation
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 import rlds_suite
-from rlds_suite import errors
-from rlds_suite import fields
+from rlds_suite.core import errors
+from rlds_suite.core import fields
 from rlds_suite.builders.imitation_rollouts import imitation_rollouts_dataset_builder
 
 DUMMY_DATA = pathlib.Path(__file__).resolve().parent / 'dummy_data'
@@ -35,13 +35,13 @@ class PendulumRolloutsTest(tfds.testing.DatasetBuilderTestCase):
 class ImitationRolloutsValuesTest(tfds.testing.TestCase):
 
   def _build(self, config: str, manual_dir: pathlib.Path) -> tfds.core.DatasetBuilder:
-    return rlds_suite.datasets.build(f'imitation_rollouts/{config}', manual_dir=str(manual_dir),
+    return rlds_suite.tfds.datasets.build(f'imitation_rollouts/{config}', manual_dir=str(manual_dir),
                                      data_dir=self.tmp_dir)
 
   def _episodes(self, builder) -> dict:
     """Episodes keyed by (source file, index in the file)."""
     return {(ep['source_file'].decode(), int(ep['trajectory_index'])): ep
-            for ep in rlds_suite.datasets.numpy_episodes(builder.as_dataset(split='train'))}
+            for ep in rlds_suite.tfds.datasets.numpy_episodes(builder.as_dataset(split='train'))}
 
   def test_dummy_data_values_and_validation(self):
     builder = self._build('cartpole', DUMMY_DATA)

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 import rlds_suite
-from rlds_suite import fields
+from rlds_suite.core import fields
 from rlds_suite.builders.magical_demos import magical_demos_dataset_builder
 
 REAL_DATA = pathlib.Path(__file__).resolve().parents[2].parent / 'shared' / 'real_data' / 'magical'
@@ -22,7 +22,7 @@ class MagicalDemosTest(tfds.testing.DatasetBuilderTestCase):
 class MagicalDemosValuesTest(tfds.testing.TestCase):
 
   def _build(self, config: str, manual_dir: pathlib.Path) -> tfds.core.DatasetBuilder:
-    return rlds_suite.datasets.build(f'magical_demos/{config}', manual_dir=str(manual_dir),
+    return rlds_suite.tfds.datasets.build(f'magical_demos/{config}', manual_dir=str(manual_dir),
                                      data_dir=self.tmp_dir)
 
   def test_dummy_data_values_and_validation(self):
@@ -30,7 +30,7 @@ class MagicalDemosValuesTest(tfds.testing.TestCase):
     report = rlds_suite.validate(builder)
     report.raise_if_invalid()
     self.assertEqual((report.num_episodes, report.num_steps), (2, 4 + 2))
-    by_file = {ep['demo_file'].decode(): ep for ep in rlds_suite.datasets.numpy_episodes(
+    by_file = {ep['demo_file'].decode(): ep for ep in rlds_suite.tfds.datasets.numpy_episodes(
         builder.as_dataset(split='train'))}
     long = by_file['demo-MoveToCorner-Demo-v0-000.pkl.gz']
     steps = long[fields.STEPS]
@@ -52,7 +52,7 @@ class MagicalDemosValuesTest(tfds.testing.TestCase):
     report = rlds_suite.validate(builder)
     report.raise_if_invalid()
     self.assertEqual((report.num_episodes, report.num_steps), (1, 41))
-    (episode,) = rlds_suite.datasets.numpy_episodes(builder.as_dataset(split='train'))
+    (episode,) = rlds_suite.tfds.datasets.numpy_episodes(builder.as_dataset(split='train'))
     steps = episode[fields.STEPS]
     self.assertEqual(episode['env_name'], b'MoveToRegion-Demo-v0')
     self.assertAlmostEqual(float(episode['score']), 1.0)

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 # Command modules under rlds_suite.cli, in the order `--help` lists them.
 COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'convert')

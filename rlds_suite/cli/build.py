@@ -14,6 +14,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-  from rlds_suite import datasets  # pylint: disable=g-import-not-at-top
+  from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
   builder = datasets.build(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir)
   return validate.print_report(datasets.validate(builder), data_dir=str(builder.data_dir))

@@ -17,7 +17,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-  from rlds_suite import riegeli_ingest  # pylint: disable=g-import-not-at-top
+  from rlds_suite.recording import riegeli_ingest  # pylint: disable=g-import-not-at-top
   writer = riegeli_ingest.convert(args.source, args.out, name=args.name,
                                   image_fields=args.image_field)
   print(json.dumps({'out': args.out, 'episodes_written': writer.num_episodes_written}))

@@ -16,7 +16,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-  from rlds_suite import datasets  # pylint: disable=g-import-not-at-top
+  from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
   return print_report(datasets.validate(args.source, split=args.split, data_dir=args.data_dir))
 
 

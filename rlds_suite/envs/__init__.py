@@ -17,7 +17,7 @@ from typing import Any, Optional
 import dm_env
 import numpy as np
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 FRAME = 'frame'  # Step-metadata key of rendered frames.
 

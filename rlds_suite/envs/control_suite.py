@@ -18,7 +18,7 @@ from typing import Any, Optional
 import dm_env
 
 from rlds_suite import envs
-from rlds_suite import errors
+from rlds_suite.core import errors
 from rlds_suite.envs import declared
 
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_dm_control_worker.py')

@@ -22,7 +22,7 @@ from dm_env_wrappers._src import gymnasium_wrapper
 from gymnasium import spaces
 import numpy as np
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 
 def space_to_spec(space: spaces.Space, name: Optional[str] = None) -> Any:

@@ -21,10 +21,10 @@ from typing import Any, Iterator, Mapping, Optional
 import h5py
 import numpy as np
 
-from rlds_suite import episodes
-from rlds_suite import errors
-from rlds_suite import nested
-from rlds_suite.episodes import BoundaryPolicy, FinalObservation, Trajectory
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.core import nested
+from rlds_suite.core.episodes import BoundaryPolicy, FinalObservation, Trajectory
 from rlds_suite.readers import hdf5
 
 WITH_NEXT_OBSERVATIONS = BoundaryPolicy(final_observation=FinalObservation.NEXT_OBSERVATIONS)

@@ -16,9 +16,9 @@ from typing import Iterator
 
 import numpy as np
 
-from rlds_suite import episodes
-from rlds_suite import errors
-from rlds_suite.episodes import BoundaryPolicy, EndingRule, FinalObservation, RewardTiming, Trajectory
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, FinalObservation, RewardTiming, Trajectory
 from rlds_suite.readers import d4rl
 
 TIME_LIMIT = 1000  # max_episode_steps of every env registered in d4rl_pybullet/__init__.py.

@@ -11,8 +11,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from rlds_suite import errors
-from rlds_suite import safe_pickle
+from rlds_suite.core import errors
+from rlds_suite.core import safe_pickle
 
 
 def find_files(directory: errors.PathLike, pattern: str) -> list[pathlib.Path]:

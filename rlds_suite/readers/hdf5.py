@@ -13,7 +13,7 @@ import h5py
 from isal import isal_zlib
 import numpy as np
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 # Below this many bytes a dataset is read by h5py in one call; above, its chunks are inflated in
 # parallel: h5py reads and decompresses chunk after chunk in one thread, while ISA-L's inflate

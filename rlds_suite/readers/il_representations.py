@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import zstandard
 
-from rlds_suite import errors
-from rlds_suite import nested
-from rlds_suite import safe_pickle
-from rlds_suite.episodes import BoundaryPolicy, EndingRule, FinalObservation, Trajectory
-from rlds_suite import episodes
+from rlds_suite.core import errors
+from rlds_suite.core import nested
+from rlds_suite.core import safe_pickle
+from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, FinalObservation, Trajectory
+from rlds_suite.core import episodes
 
 METADATA_MEMBER = '_metadata.meta.pickle'
 REQUIRED_KEYS = ('obs', 'next_obs', 'acts', 'dones')

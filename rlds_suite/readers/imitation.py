@@ -28,10 +28,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from rlds_suite import episodes
-from rlds_suite import errors
-from rlds_suite import safe_pickle
-from rlds_suite.episodes import BoundaryPolicy, EndingRule, Episode, FinalObservation, Trajectory
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.core import safe_pickle
+from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, Episode, FinalObservation, Trajectory
 from rlds_suite.readers import files
 
 TIME_LIMIT_INFO = 'TimeLimit.truncated'

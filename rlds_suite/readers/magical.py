@@ -16,9 +16,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rlds_suite import errors
-from rlds_suite import nested
-from rlds_suite.episodes import BoundaryPolicy, EndingRule, FinalObservation, Trajectory
+from rlds_suite.core import errors
+from rlds_suite.core import nested
+from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, FinalObservation, Trajectory
 from rlds_suite.readers import files
 
 TASKS = ('MoveToCorner', 'MoveToRegion', 'MatchRegions', 'MakeLine', 'FixColour', 'FindDupe',

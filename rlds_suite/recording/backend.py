@@ -8,7 +8,7 @@ The environment loop only appends EnvLogger `StepData` to the episode in flight,
 in-memory backend does. When the episode is over (the next reset, `close()`, or a signal) it joins
 the pending batch. A batch (a shard's worth of episodes, or fewer once their steps hold
 MAX_BATCH_BYTES) goes to a worker (`background`: the caller's thread by default, or a thread),
-which converts its episodes together with `rlds_suite.episodes.to_episodes` (the one place with
+which converts its episodes together with `rlds_suite.core.episodes.to_episodes` (the one place with
 boundary rules; each ending as its last timestep says: discount 0 -> terminated, otherwise
 truncated), serializes them (`serialization.serialize_batch`) and appends them to a
 `ShardedDatasetWriter`, which makes every completed shard durable; metadata is written per
@@ -39,11 +39,11 @@ from envlogger.backends import backend_writer
 import numpy as np
 import tensorflow_datasets as tfds
 
-from rlds_suite import errors
-from rlds_suite import features as features_lib
-from rlds_suite import fields
-from rlds_suite import nested
-from rlds_suite.episodes import Episode, EpisodeBatch, TrajectoryBatch, to_episodes
+from rlds_suite.core import errors
+from rlds_suite.tfds import features as features_lib
+from rlds_suite.core import fields
+from rlds_suite.core import nested
+from rlds_suite.core.episodes import Episode, EpisodeBatch, TrajectoryBatch, to_episodes
 from rlds_suite.recording import background
 from rlds_suite.recording import serialization
 from rlds_suite.recording import shards
@@ -363,7 +363,7 @@ Recorded = tuple[Sequence[step_data.StepData], Any]  # One episode's StepData an
 def episodes_from_steps(recorded: Sequence[Recorded],
                         keep_rows: Callable[[str], bool] = lambda path: False) -> EpisodeBatch:
   """EnvLogger StepData of episodes (each from its reset timestep) -> RLDS episodes, converted
-  together by `rlds_suite.episodes.to_episodes`.
+  together by `rlds_suite.core.episodes.to_episodes`.
 
   Step t pairs o_t with a_t and the reward of the timestep a_t produced. The ending follows the last
   timestep: LAST with discount 0 is a termination, anything else (time limit, recording stopped

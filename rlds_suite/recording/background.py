@@ -12,7 +12,7 @@ import queue
 import threading
 from typing import Callable, Optional
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 Job = Callable[[], None]
 

@@ -18,7 +18,7 @@ import zlib
 from isal import isal_zlib
 import numpy as np
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 LEVEL = 1  # ISA-L levels are 0-3; 1 is the fastest that still matches on repeated pixels.
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 import dm_env
 import numpy as np
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 from rlds_suite.recording import backend as backend_lib
 from rlds_suite.recording import signals
 

@@ -21,9 +21,9 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_serializer
 from tensorflow_datasets.core import utils as tfds_utils
 
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite.episodes import Episode, EpisodeBatch
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core.episodes import Episode, EpisodeBatch
 from rlds_suite.recording import compression
 from rlds_suite.recording import example_wire
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 _TEMPLATE = '{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_INDEX}'
 _IN_PROGRESS = '.in_progress'

@@ -19,8 +19,8 @@ from dm_env import specs as dm_specs
 import numpy as np
 import tensorflow_datasets as tfds
 
-from rlds_suite import errors
-from rlds_suite import features
+from rlds_suite.core import errors
+from rlds_suite.tfds import features
 
 
 def tuples_as_dicts(value: Any, structure: Any = None) -> Any:

@@ -16,7 +16,7 @@ import dataclasses
 import os
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 DEMOS = 'demos'
 RANDOM = 'random'

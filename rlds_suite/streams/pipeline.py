@@ -35,10 +35,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from rlds_suite import datasets as datasets_lib
-from rlds_suite import episodes as episodes_lib
-from rlds_suite import errors
-from rlds_suite import fields
+from rlds_suite.tfds import datasets as datasets_lib
+from rlds_suite.core import episodes as episodes_lib
+from rlds_suite.core import errors
+from rlds_suite.core import fields
 from rlds_suite.streams import catalog as catalog_lib
 from rlds_suite.streams import reading
 from rlds_suite.streams import units as units_lib
@@ -246,7 +246,7 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
   [shard_index * E / num_shards, (shard_index + 1) * E / num_shards) of each dataset; under
   Exhaustion.STOP/DROP each dataset's shards are cut to the same number of units (counted from the
   episode lengths, one extra pass over `is_first`), so every host gets the same number of batches.
-  `step_fields` are the step fields kept (default: rlds_suite.fields.CORE_STEP_FIELDS).
+  `step_fields` are the step fields kept (default: rlds_suite.core.fields.CORE_STEP_FIELDS).
   """
   if not 0 <= shard_index < num_shards:
     raise ValueError(f'shard_index must be in [0, {num_shards}), got {shard_index}')

@@ -15,10 +15,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite import nested
-from rlds_suite.units import PADDING_MASK
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core import nested
+from rlds_suite.streams.reference_units import PADDING_MASK
 
 # File reading, declared so that memory is bounded by constants, not by the dataset: with shuffled
 # files at most READ_CYCLE_LENGTH files are open at once (interleaved sequentially, one episode

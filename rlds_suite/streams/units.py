@@ -1,7 +1,7 @@
 """Stream units, vectorised per episode: the steps of one episode ([T, ...] tensors) -> [U, ...] units.
 
-Each unit is the TensorFlow twin of a numpy reference (`rlds_suite.episodes.to_transitions`,
-`rlds_suite.units`) and is tested against it. Units never cross an episode because they are cut
+Each unit is the TensorFlow twin of a numpy reference (`rlds_suite.core.episodes.to_transitions`,
+`rlds_suite.streams.reference_units`) and is tested against it. Units never cross an episode because they are cut
 from one episode's tensors at a time.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from rlds_suite import episodes
-from rlds_suite import fields
-from rlds_suite import units as reference
+from rlds_suite.core import episodes
+from rlds_suite.core import fields
+from rlds_suite.streams import reference_units as reference
 
 Steps = Mapping[str, Any]  # Field -> (nested) tensor with one row per step.
 
@@ -95,7 +95,7 @@ class Transitions(Unit):
 
 @dataclasses.dataclass(frozen=True)
 class NStepTransitions(Unit):
-  """n-step returns (see `rlds_suite.units.to_n_step_transitions`); scalar rewards."""
+  """n-step returns (see `rlds_suite.streams.reference_units.to_n_step_transitions`); scalar rewards."""
   n: int
   gamma: float = 1.0
 
@@ -136,7 +136,7 @@ class NStepTransitions(Unit):
 
 @dataclasses.dataclass(frozen=True)
 class Windows(Unit):
-  """Windows of `length` consecutive steps at every `stride`-th step (see `rlds_suite.units`).
+  """Windows of `length` consecutive steps at every `stride`-th step (see `rlds_suite.streams.reference_units`).
 
   pad=True: windows past the episode's end are zero-padded with `mask` False there;
   pad=False: only windows inside the episode are kept.

@@ -11,8 +11,8 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 import tensorflow_datasets as tfds
 
-from rlds_suite import errors
-from rlds_suite.episodes import Episode
+from rlds_suite.core import errors
+from rlds_suite.core.episodes import Episode
 
 EpisodeLike = Union[Episode, Mapping[str, Any]]
 
@@ -29,8 +29,8 @@ def write_episodes(episodes: Union[Iterable[EpisodeLike], Mapping[str, Iterable[
   """Writes episodes (or {split: episodes}) as the TFDS dataset `name` under `data_dir`.
 
   Episodes are `Episode`s or examples {'steps': {...}, **metadata} matching `features` (see
-  `rlds_suite.features.rlds_features`). Returns the dataset's version directory, which
-  `rlds_suite.datasets.load_builder` accepts.
+  `rlds_suite.tfds.features.rlds_features`). Returns the dataset's version directory, which
+  `rlds_suite.tfds.datasets.load_builder` accepts.
   """
   splits = dict(episodes) if isinstance(episodes, Mapping) else {split: episodes}
 

@@ -17,7 +17,7 @@ from typing import IO, Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 
 class MILBenchTrajectory(NamedTuple):

@@ -25,9 +25,9 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite import nested
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core import nested
 
 Nested = nested.Nested
 

@@ -8,11 +8,11 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite import nested
-from rlds_suite import validation
-from rlds_suite.episodes import Episode
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core import nested
+from rlds_suite.core import validation
+from rlds_suite.core.episodes import Episode
 
 Source = Union[str, os.PathLike, tfds.core.DatasetBuilder]
 

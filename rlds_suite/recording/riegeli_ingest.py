@@ -3,8 +3,8 @@
 Log directories are found with TFDS's `tfds.rlds.rlds_base.get_log_paths` (any directory holding
 metadata.riegeli). Episodes are read with `envlogger.Reader` and written through `RLDSWriter`, so
 they get the same features, RLDS alignment and boundary rules as live recordings
-(`rlds_suite.episodes`), rather than `tfds.rlds.envlogger_reader`'s own. Works on numpy 2 through
-`rlds_suite.envlogger_compat`.
+(`rlds_suite.core.episodes`), rather than `tfds.rlds.envlogger_reader`'s own. Works on numpy 2 through
+`rlds_suite.compat.envlogger_compat`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping, Optional
 
-from rlds_suite import errors
-from rlds_suite import envlogger_compat
+from rlds_suite.core import errors
+from rlds_suite.compat import envlogger_compat
 from rlds_suite.recording.backend import RLDSWriter
 
 

@@ -5,7 +5,7 @@ rlds 0.1.8 imports `reverb` at the top of rlds/transformations/pattern.py, and o
 Otherwise rlds is imported against a stand-in whose every call raises MissingDependencyError, and
 the stand-in is removed from sys.modules afterwards so no other library mistakes it for reverb.
 
-Use `from rlds_suite.rlds_compat import rlds` instead of `import rlds`.
+Use `from rlds_suite.compat.rlds_compat import rlds` instead of `import rlds`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import types
 from typing import Any
 
-from rlds_suite import errors
+from rlds_suite.core import errors
 
 REVERB_MISSING_MESSAGE = (
     'rlds.transformations.pattern_map needs dm-reverb, which is not importable here (dm-reverb 0.14 '

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from rlds_suite import fields
+from rlds_suite.core import fields
 
 # Tensors with more elements than this are ZLIB-encoded.
 LARGE_TENSOR_ELEMENTS = 4096

@@ -12,6 +12,6 @@ IS_TERMINAL = 'is_terminal'
 BOUNDARY_FIELDS = (IS_FIRST, IS_LAST, IS_TERMINAL)
 CORE_STEP_FIELDS = (OBSERVATION, ACTION, REWARD, DISCOUNT) + BOUNDARY_FIELDS
 
-# Transition view (rlds_suite.episodes.to_transitions, streams).
+# Transition view (rlds_suite.core.episodes.to_transitions, streams).
 NEXT_OBSERVATION = 'next_observation'
 TRANSITION_FIELDS = (OBSERVATION, ACTION, REWARD, DISCOUNT, NEXT_OBSERVATION, IS_TERMINAL)

@@ -2,7 +2,7 @@
 
 Every function takes the RLDS steps of ONE episode (field -> array with one row per step) and
 returns a dict of arrays with one row per unit. Units never cross an episode. Transitions are
-`rlds_suite.episodes.to_transitions`; `rlds_suite.streams.units` is the vectorised TensorFlow
+`rlds_suite.core.episodes.to_transitions`; `rlds_suite.streams.units` is the vectorised TensorFlow
 implementation, tested against these loops.
 """
 
@@ -12,13 +12,13 @@ from typing import Mapping
 
 import numpy as np
 
-from rlds_suite import episodes
-from rlds_suite import fields
-from rlds_suite import nested
+from rlds_suite.core import episodes
+from rlds_suite.core import fields
+from rlds_suite.core import nested
 
 Nested = nested.Nested
 
-# Unit field names beyond rlds_suite.fields.
+# Unit field names beyond rlds_suite.core.fields.
 MASK = 'mask'  # Windows: True on real steps, False on padding.
 CONTEXT = 'context'  # Target pairs: the earlier step.
 TARGET = 'target'  # Target pairs: the step `offset` steps later.

@@ -54,7 +54,7 @@ class EmptyInputError(NativeFormatError):
 
 
 class ValidationError(RLDSSuiteError, ValueError):
-  """An RLDS dataset violates the episode invariants (see rlds_suite.validation)."""
+  """An RLDS dataset violates the episode invariants (see rlds_suite.core.validation)."""
 
 
 class SpecMismatchError(RLDSSuiteError, ValueError):

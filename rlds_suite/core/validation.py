@@ -1,7 +1,7 @@
 """The RLDS episode validator: checks boundary flags, specs and rewards, reporting every violation.
 
 Pure numpy: it takes episodes as {'steps': {...}, **metadata} dicts (or `Episode`s) with one row per
-step. `rlds_suite.datasets.numpy_episodes` turns a TFDS dataset or directory into such episodes.
+step. `rlds_suite.tfds.datasets.numpy_episodes` turns a TFDS dataset or directory into such episodes.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any, Iterable, Mapping, Optional
 
 import numpy as np
 
-from rlds_suite import errors
-from rlds_suite import fields
-from rlds_suite import nested
-from rlds_suite.episodes import Episode
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.core import nested
+from rlds_suite.core.episodes import Episode
 
 MAX_REPORTED_PER_EPISODE = 20
 
