@@ -57,7 +57,7 @@ def assert_matches_tape(episode: dict, taped: list, observation=lambda o: o) -> 
     np.testing.assert_array_equal(observation(steps['observation'])[t], timestep.observation)
   for t in range(num_actions):
     np.testing.assert_array_equal(steps['action'][t], taped[t + 1][1])
-    np.testing.assert_allclose(steps['reward'][t], taped[t + 1][0].reward)
+    np.testing.assert_array_equal(steps['reward'][t], taped[t + 1][0].reward)  # Exact.
   assert steps['reward'][-1] == 0
   last = taped[-1][0]
   terminated = last.last() and last.discount == 0

@@ -45,7 +45,9 @@ def test_serializer_matches_tfds_encoding():
       action=features.scalar(np.int64),
       step_metadata={'text': features.text(), 'ragged': step_features.variable_length((None,), np.int32),
                      'big': features.tensor((70, 70), np.uint8)},
-      episode_metadata={'tag': features.text(), 'seed': features.scalar(np.int64)})
+      reward=features.scalar(np.float64),
+      episode_metadata={'tag': features.text(), 'seed': features.scalar(np.int64),
+                        'temperature': features.scalar(np.float64)})
   rng = np.random.default_rng(0)
   n = 3
   ragged = np.empty(n, dtype=object)
@@ -59,7 +61,8 @@ def test_serializer_matches_tfds_encoding():
       'is_terminal': np.zeros(n, bool), 'text': np.array(['a', 'bb', 'ccc'], dtype=object),
       'ragged': ragged, 'big': rng.integers(0, 255, (n, 70, 70), dtype=np.uint8),
   }
-  episode = Episode(steps=steps, metadata={'tag': 'x', 'seed': 3})
+  steps['reward'] = rng.normal(size=n)  # float64: stored as raw bytes, exactly.
+  episode = Episode(steps=steps, metadata={'tag': 'x', 'seed': 3, 'temperature': np.pi})
   ours = serialization.EpisodeSerializer(feature_dict).serialize(episode)
   reference = example_serializer.ExampleSerializer(feature_dict.get_serialized_info())
   theirs = reference.serialize_example(feature_dict.encode_example(episode.as_example()))
@@ -79,6 +82,42 @@ def test_serializer_matches_tfds_encoding():
   pixels = ours['steps/observation/pixels'].bytes_list.value
   np.testing.assert_array_equal([decoders['steps/observation/pixels'](b) for b in pixels],
                                 steps['observation']['pixels'])  # Lossless.
+  for key, want in (('steps/reward', steps['reward']), ('temperature', [np.pi]),
+                    ('steps/observation/state', steps['observation']['state'])):
+    got = np.concatenate([np.frombuffer(b, '<f8') for b in ours[key].bytes_list.value])
+    assert got.tobytes() == np.asarray(want, '<f8').tobytes(), key  # float64, bit for bit.
+
+
+def _bits(values) -> list[int]:
+  return np.asarray(values, np.float64).view(np.int64).tolist()
+
+
+def test_pendulum_rewards_and_float64_metadata_are_exact(tmp_path):
+  """Rewards and step metadata declared float64 come back bit for bit, as gymnasium returned them."""
+  import gymnasium  # pylint: disable=g-import-not-at-top
+  writer = rlds_suite.record(
+      'gymnasium:Pendulum-v1', 'random', episodes=2, data_dir=tmp_path, name='pendulum', seed=3,
+      max_episode_steps=30, progress=False, handle_signals=False,
+      step_fn=lambda timestep, action, env: {'theta_dot': np.float64(timestep.observation[2]) / 3})
+  assert writer.num_episodes_written == 2
+  builder = tfds.builder_from_directory(os.fspath(tmp_path))
+  assert builder.info.features['steps']['reward'].np_dtype == np.float64
+  replay = gymnasium.make('Pendulum-v1')
+  replay.reset(seed=3)
+  for index, episode in enumerate(read_episodes(tmp_path)):
+    steps = episode['steps']
+    if index:
+      replay.reset()
+    rewards, observations = [], [steps['observation'][0]]
+    for action in steps['action'][:-1]:
+      observation, reward, _, _, _ = replay.step(action)
+      rewards.append(reward)
+      observations.append(observation)
+    assert steps['reward'].dtype == np.float64
+    assert _bits(steps['reward'][:-1]) == _bits(rewards)
+    assert len(set(_bits(rewards))) > 20  # Real, varied rewards, e.g. -8.412110397894837.
+    np.testing.assert_array_equal(steps['observation'], observations)
+    assert _bits(steps['theta_dot']) == _bits(np.float64(np.asarray(observations)[:, 2]) / 3)
 
 
 @pytest.mark.parametrize('writer_thread', [False, True])
@@ -187,11 +226,11 @@ def test_dm_control_pixels_round_trip(tmp_path):
     assert episode['steps']['frame'].shape == (11, 84, 84, 3)
     np.testing.assert_array_equal(episode['steps']['observation']['pixels'],
                                   np.stack([t.observation['pixels'] for t, _ in taped]))
-    for key in ('position', 'velocity'):  # TFDS stores float64 in a float32 list.
-      np.testing.assert_allclose(episode['steps']['observation'][key],
-                                 np.stack([t.observation[key] for t, _ in taped]), rtol=1e-6)
-    np.testing.assert_allclose(episode['steps']['reward'][:-1],
-                               [t.reward for t, _ in taped[1:]], rtol=1e-6)
+    for key in ('position', 'velocity'):  # float64, exact.
+      np.testing.assert_array_equal(episode['steps']['observation'][key],
+                                    np.stack([t.observation[key] for t, _ in taped]))
+    np.testing.assert_array_equal(episode['steps']['reward'][:-1],
+                                  [t.reward for t, _ in taped[1:]])
     assert not episode['steps']['is_terminal'][-1]
   assert rlds_suite.validate(tmp_path).ok
 

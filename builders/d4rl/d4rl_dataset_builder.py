@@ -40,8 +40,6 @@ class D4RLConfig(tfds.core.BuilderConfig):
 def _feature(spec: d4rl.Spec) -> Any:
   if spec.is_text:
     return features.text()
-  if np.dtype(spec.dtype) == np.float64:  # Plain encoding would store float64 as float32.
-    return features.exact_tensor(spec.shape, spec.dtype)
   if not spec.shape:
     return features.scalar(spec.dtype)
   return features.tensor(spec.shape, spec.dtype)

@@ -50,9 +50,8 @@ class Builder(builder_base.RLDSBuilder):
                                         doc=f'{layout.env_id} observation.'),
             action=features.tensor(layout.action_shape, layout.action_dtype,
                                    doc=f'{layout.env_id} action; 0 on the final step.'),
-            # Exact: imitation stores float64 rewards.
-            reward=features.exact_tensor((), layout.reward_dtype,
-                                         doc='Reward earned by the action; 0 when has_rewards is False.'),
+            reward=features.scalar(layout.reward_dtype,  # float64 in imitation: kept exact.
+                                   doc='Reward earned by the action; 0 when has_rewards is False.'),
             step_metadata=step_metadata,
             episode_metadata={
                 'source_file': features.text(doc='Rollout file name.'),

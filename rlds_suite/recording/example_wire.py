@@ -70,7 +70,12 @@ def packed_header(payload_length: int) -> bytes:
 
 def bytes_list(values: Sequence[bytes]) -> bytes:
   """The BytesList message holding `values`."""
-  return b''.join([_LENGTH_DELIMITED_1 + varint(len(value)) + value for value in values])
+  return b''.join([bytes_item_header(len(value)) + value for value in values])
+
+
+def bytes_item_header(length: int) -> bytes:
+  """The bytes of a BytesList message before one item of `length` bytes."""
+  return _LENGTH_DELIMITED_1 + varint(length)
 
 
 def key_field(key: str) -> bytes:

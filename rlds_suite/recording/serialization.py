@@ -29,9 +29,11 @@ from rlds_suite.recording import example_wire
 
 
 def _is_stackable(feature: tfds.features.FeatureConnector) -> bool:
-  """A leaf whose per-step encoding is just `np.asarray(value, dtype)`."""
+  """A fixed-shape leaf whose per-step encoding is `np.asarray(value, dtype)` (plain), or its raw
+  bytes (BYTES, how `rlds_suite.tfds.features` stores float64 exactly)."""
   return (type(feature) in (tfds.features.Tensor, tfds.features.Scalar) and
-          feature._encoding == tfds.features.Encoding.NONE and  # pylint: disable=protected-access
+          feature._encoding in (tfds.features.Encoding.NONE,  # pylint: disable=protected-access
+                                tfds.features.Encoding.BYTES) and
           None not in feature.shape)
 
 
@@ -154,17 +156,26 @@ def _encode(feature: tfds.features.FeatureConnector, value: Any, path: str) -> A
 
 class _Column:
   """A leaf's values for every row of a batch, ready to be cut into per-episode Features: float32
-  bytes, packed varints, or a list of bytes. `of` returns None for values that need TFDS's own
-  serializer (ragged, uint64, anything else)."""
+  bytes, packed varints, a list of bytes, or rows of raw bytes (BYTES-encoded tensors). `of`
+  returns None for values that need TFDS's own serializer (ragged, uint64, anything else)."""
 
   def __init__(self, kind: int, payload: Any, row_offsets: Optional[np.ndarray],
-               prefixes: dict[tuple[bytes, int, int], bytes]):
+               prefixes: dict[tuple[bytes, int, int], bytes], packed: bool = True):
     self._kind, self._payload, self._row_offsets = kind, payload, row_offsets
+    self._packed = packed  # The payload is packed numbers (FloatList/Int64List), not list items.
     self._prefixes = prefixes  # Shared by a serializer's columns, across batches.
 
   @classmethod
   def of(cls, value: Any, info: Any,
          prefixes: dict[tuple[bytes, int, int], bytes]) -> Optional['_Column']:
+    if (isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' and
+        np.dtype(info.np_dtype) == np.object_):  # A stacked BYTES-encoded tensor: raw rows.
+      rows = value.reshape(len(value) if value.ndim else 1, -1)
+      raw = rows.astype(rows.dtype.newbyteorder('<'), copy=False).view(np.uint8)
+      header = np.frombuffer(example_wire.bytes_item_header(raw.shape[1]), np.uint8)
+      items = np.concatenate([np.broadcast_to(header, (len(raw), len(header))), raw], axis=1)
+      return cls(example_wire.BYTES_LIST, memoryview(items.tobytes()),
+                 np.arange(len(items) + 1) * items.shape[1], prefixes, packed=False)
     if isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' and value.dtype != np.uint64:
       per_row = int(np.prod(value.shape[1:], dtype=np.int64)) if value.ndim else 1
       rows = len(value) if value.ndim else 1
@@ -182,14 +193,14 @@ class _Column:
 
   def entry(self, key: bytes, start: int, end: Optional[int]) -> bytes:
     """The map entry for rows start:end (all rows when `end` is None)."""
-    if self._kind == example_wire.BYTES_LIST:
+    if self._row_offsets is None:  # A list of bytes.
       values = self._payload if end is None else self._payload[start:end]
       return example_wire.entry(key, self._kind, example_wire.bytes_list(values))
     payload = (self._payload if end is None else
                self._payload[self._row_offsets[start]:self._row_offsets[end]])
     prefix = self._prefixes.get((key, self._kind, len(payload)))
     if prefix is None:  # Episodes of one length share it.
-      header = example_wire.packed_header(len(payload))
+      header = example_wire.packed_header(len(payload)) if self._packed else b''
       prefix = example_wire.entry_prefix(key, self._kind, len(header) + len(payload)) + header
       self._prefixes[key, self._kind, len(payload)] = prefix
     return prefix + payload

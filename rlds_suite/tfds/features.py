@@ -1,8 +1,8 @@
 """TFDS feature declarations for RLDS episodes (the TensorFlow edge of the episode model).
 
 Encodings are chosen on purpose: image observations as PNG `Image`s, large non-image tensors with
-ZLIB, small vectors plain. A plain uint8 Pong frame costs ~143 KB and ~11 ms to write; PNG or ZLIB
-cuts that 15-40x.
+ZLIB, small vectors plain, float64 as raw bytes (exact). A plain uint8 Pong frame costs ~143 KB
+and ~11 ms to write; PNG or ZLIB cuts that 15-40x.
 """
 
 from __future__ import annotations
@@ -24,26 +24,29 @@ def image(shape: Sequence[Optional[int]], doc: str = '') -> tfds.features.Image:
 
 
 def tensor(shape: Sequence[Optional[int]], dtype: Any, doc: str = '') -> tfds.features.Tensor:
-  """A tensor, ZLIB-encoded when it is large (frame stacks, maps), plain otherwise."""
+  """A tensor, ZLIB-encoded when it is large (frame stacks, maps), plain otherwise; float64 is
+  always stored exactly (see `_exact_encoding`)."""
   shape = tuple(shape)
   known = [d for d in shape if d is not None]
   large = None not in shape and int(np.prod(known, dtype=np.int64)) > LARGE_TENSOR_ELEMENTS
-  return tfds.features.Tensor(
-      shape=shape,
-      dtype=np.dtype(dtype),
-      encoding=tfds.features.Encoding.ZLIB if large else tfds.features.Encoding.NONE,
-      doc=doc)
+  encoding = tfds.features.Encoding.ZLIB if large else _exact_encoding(dtype)
+  return tfds.features.Tensor(shape=shape, dtype=np.dtype(dtype), encoding=encoding, doc=doc)
 
 
-def scalar(dtype: Any, doc: str = '') -> tfds.features.Scalar:
+def scalar(dtype: Any, doc: str = '') -> tfds.features.Tensor:
+  """A scalar: `Scalar`, or for float64 a shape-() `Tensor` stored exactly."""
+  if _exact_encoding(dtype) is not tfds.features.Encoding.NONE:
+    return tfds.features.Tensor(shape=(), dtype=np.dtype(dtype),
+                                encoding=_exact_encoding(dtype), doc=doc)
   return tfds.features.Scalar(dtype=np.dtype(dtype), doc=doc)
 
 
-def exact_tensor(shape: Sequence[Optional[int]], dtype: Any, doc: str = '') -> tfds.features.Tensor:
-  """A tensor stored as raw bytes. Plain (unencoded) float64 tensors lose precision: TFDS writes them
-  to tf.train.Example's float_list, which holds float32."""
-  return tfds.features.Tensor(shape=tuple(shape), dtype=np.dtype(dtype),
-                              encoding=tfds.features.Encoding.BYTES, doc=doc)
+def _exact_encoding(dtype: Any) -> tfds.features.Encoding:
+  """BYTES (raw little-endian values) for float64, NONE otherwise: unencoded float64 tensors lose
+  precision, since TFDS writes them to tf.train.Example's float_list, which holds float32."""
+  if np.dtype(dtype) == np.float64:
+    return tfds.features.Encoding.BYTES
+  return tfds.features.Encoding.NONE
 
 
 def text(doc: str = '') -> tfds.features.Text:
