@@ -42,7 +42,8 @@ def test_rewards_shift_from_arrival_to_earned_and_terminal_rows_become_final_ste
   assert [t.ending for t in trajectories] == [Ending.TERMINATED, Ending.TERMINATED,
                                               Ending.TERMINATED, Ending.TRUNCATED]
   for trajectory, (start, stop) in zip(trajectories, [(0, 4), (4, 6), (6, 9), (9, 12)]):
-    np.testing.assert_array_equal(trajectory.rewards, rewards[start + 1:stop].astype(np.float32))
+    np.testing.assert_array_equal(trajectory.rewards, rewards[start + 1:stop])  # float64, exact.
+    assert trajectory.rewards.dtype == np.float64
     np.testing.assert_array_equal(trajectory.observations, observations[start:stop - 1])
     np.testing.assert_array_equal(trajectory.actions, data['actions'][start:stop - 1])
     np.testing.assert_array_equal(trajectory.final_observation, observations[stop - 1])
@@ -50,7 +51,7 @@ def test_rewards_shift_from_arrival_to_earned_and_terminal_rows_become_final_ste
 
   first = episodes.to_episode(trajectories[0]).steps
   np.testing.assert_array_equal(first[fields.OBSERVATION], observations[0:4])
-  np.testing.assert_array_equal(first[fields.REWARD], np.append(rewards[1:4], 0).astype(np.float32))
+  np.testing.assert_array_equal(first[fields.REWARD], np.append(rewards[1:4], 0))
   np.testing.assert_array_equal(first[fields.IS_TERMINAL], [False, False, False, True])
   np.testing.assert_array_equal(first[fields.DISCOUNT], [1, 1, 0, 0])
   tail = episodes.to_episode(trajectories[-1]).steps

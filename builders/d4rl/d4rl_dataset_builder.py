@@ -7,7 +7,6 @@ import os
 from typing import Any, Mapping, Optional
 
 from etils import epath
-import numpy as np
 import tensorflow_datasets as tfds
 
 from rlds_suite.tfds import builder_base

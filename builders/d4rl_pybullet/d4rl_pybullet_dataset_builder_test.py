@@ -49,9 +49,9 @@ class D4RLPybulletValuesTest(tfds.testing.TestCase):
     for start, stop, terminated in [(0, 4, True), (4, 6, True), (6, 9, True), (9, 12, False)]:
       steps = by_start[start]
       np.testing.assert_array_equal(steps[fields.OBSERVATION], observations[start:stop])
-      # Reward on arrival at row t+1 is the reward earned by row t's action.
-      np.testing.assert_array_equal(steps[fields.REWARD],
-                                    np.append(rewards[start + 1:stop], 0).astype(np.float32))
+      # Reward on arrival at row t+1 is the reward earned by row t's action; float64, exact.
+      self.assertEqual(steps[fields.REWARD].dtype, np.float64)
+      np.testing.assert_array_equal(steps[fields.REWARD], np.append(rewards[start + 1:stop], 0))
       self.assertEqual(bool(steps[fields.IS_TERMINAL][-1]), terminated)
       self.assertFalse(steps[fields.IS_TERMINAL][:-1].any())
       expected_discount = np.ones(stop - start)

@@ -68,9 +68,11 @@ def dataset_id(task: Task, collection: str) -> str:
 
 
 def layout(task: Task) -> d4rl.Layout:
-  """Observations and actions are float32 (PyBullet states, SAC/uniform actions); no infos/metadata."""
+  """Observations and actions are float32 (PyBullet states, SAC/uniform actions), rewards float64
+  (Python floats put through np.array by collect.py); no infos/metadata."""
   return d4rl.Layout(observation=d4rl.Spec((task.observation_size,), np.dtype(np.float32)),
-                     action=d4rl.Spec((task.action_size,), np.dtype(np.float32)))
+                     action=d4rl.Spec((task.action_size,), np.dtype(np.float32)),
+                     reward=d4rl.Spec((), np.dtype(np.float64)))
 
 
 def read_trajectories(path: errors.PathLike, task: Task) -> Iterator[Trajectory]:
