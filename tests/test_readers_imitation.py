@@ -147,6 +147,23 @@ def test_pendulum_layout_casts_float32_rewards_exactly():
     assert trajectory.ending is episodes.Ending.TERMINATED
 
 
+@pytest.mark.parametrize('name, layout, natives', [
+    ('cartpole_rollouts.pkl', 'cartpole', write_imitation.CARTPOLE_PICKLE),
+    ('pendulum_rollouts.pkl', 'pendulum', write_imitation.PENDULUM_PICKLE),
+    ('cartpole_rollouts.npz', 'cartpole', write_imitation.CARTPOLE_NPZ),
+])
+def test_older_pickles_float64_observations_are_kept_exactly(name, layout, natives):
+  """The older pickles hold float64 observations (gym's own); the npz files float32: both exact."""
+  trajectories = imitation.read_rollouts(FIXTURES / name, imitation.LAYOUTS[layout])
+  assert len(trajectories) == len(natives)
+  for trajectory, native in zip(trajectories, natives):
+    assert native.obs.dtype == (np.float32 if name.endswith('.npz') else np.float64)
+    assert trajectory.observations.dtype == np.float64
+    observations = np.concatenate([trajectory.observations, trajectory.final_observation[None]])
+    assert observations.tobytes() == native.obs.astype(np.float64).tobytes()
+    assert trajectory.rewards.tobytes() == native.rews.astype(np.float64).tobytes()
+
+
 def test_declared_time_limit_turns_terminal_episodes_at_the_limit_into_truncations(tmp_path):
   layout = dataclasses.replace(CARTPOLE, time_limit=3)
   path = tmp_path / 'cartpole.npz'
@@ -256,7 +273,7 @@ def test_nan_rewards_name_file_and_trajectory(tmp_path):
 
 def test_file_of_another_layout(tmp_path):
   with pytest.raises(errors.SchemaError,
-                     match=r'pendulum_rollouts.npz: obs: trajectory 0: expected rows of float32\[4\]'):
+                     match=r'pendulum_rollouts.npz: obs: trajectory 0: expected rows of float64\[4\]'):
     imitation.read_rollouts(FIXTURES / 'pendulum_rollouts.npz', CARTPOLE)
 
 

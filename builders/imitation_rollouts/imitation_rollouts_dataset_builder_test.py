@@ -11,6 +11,7 @@ import rlds_suite
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.builders.imitation_rollouts import imitation_rollouts_dataset_builder
+from tests.fixtures import write_imitation
 
 DUMMY_DATA = pathlib.Path(__file__).resolve().parent / 'dummy_data'
 REAL_DATA = pathlib.Path(__file__).resolve().parents[2].parent / 'shared' / 'real_data' / 'imitation'
@@ -28,7 +29,7 @@ class CartPoleRolloutsTest(tfds.testing.DatasetBuilderTestCase):
 class PendulumRolloutsTest(tfds.testing.DatasetBuilderTestCase):
   DATASET_CLASS = imitation_rollouts_dataset_builder.Builder
   BUILDER_CONFIG_NAMES_TO_TEST = ['pendulum']
-  SPLITS = {'train': 2}
+  SPLITS = {'train': 2 + 2}  # pendulum_rollouts.npz and the older pendulum_rollouts.pkl.
   SKIP_CHECKSUMS = True
 
 
@@ -49,7 +50,7 @@ class ImitationRolloutsValuesTest(tfds.testing.TestCase):
     report.raise_if_invalid()
     # Trajectory lengths 3, 1, 4, 2 (npz) and 2, 1, 3 (pickle), each plus the final observation.
     self.assertEqual((report.num_episodes, report.num_steps), (7, 10 + 4 + 6 + 3))
-    self.assertEqual(report.summary()['observation_spec'], 'float32[4]')
+    self.assertEqual(report.summary()['observation_spec'], 'float64[4]')
     self.assertEqual(report.summary()['action_spec'], 'int64[]')
     episodes = self._episodes(builder)
 
@@ -84,6 +85,24 @@ class ImitationRolloutsValuesTest(tfds.testing.TestCase):
     self.assertTrue(from_pickle['has_rewards'])
     self.assertFalse(from_pickle['native_terminal'])
     self.assertEqual(len(from_pickle[fields.STEPS][fields.IS_FIRST]), 2)
+    # The older pickle's float64 observations, bit for bit.
+    for index, native in enumerate(write_imitation.CARTPOLE_PICKLE):
+      steps = episodes[('cartpole_rollouts.pkl', index)][fields.STEPS]
+      self.assertEqual(steps[fields.OBSERVATION].dtype, np.float64)
+      self.assertEqual(steps[fields.OBSERVATION].tobytes(), native.obs.tobytes())
+
+  def test_pendulum_older_pickle_and_npz(self):
+    builder = self._build('pendulum', DUMMY_DATA)
+    rlds_suite.validate(builder).raise_if_invalid()
+    episodes = self._episodes(builder)
+    for name, natives in (('pendulum_rollouts.pkl', write_imitation.PENDULUM_PICKLE),
+                          ('pendulum_rollouts.npz', write_imitation.PENDULUM_NPZ)):
+      for index, native in enumerate(natives):
+        steps = episodes[(name, index)][fields.STEPS]
+        self.assertEqual(steps[fields.OBSERVATION].tobytes(),
+                         native.obs.astype(np.float64).tobytes())
+        self.assertEqual(steps[fields.REWARD][:-1].tobytes(),
+                         native.rews.astype(np.float64).tobytes())
 
   def test_real_cartpole_rollouts(self):
     if not (REAL_DATA / REAL_FILE).is_file():

@@ -67,12 +67,15 @@ class Layout:
 
 
 # Environments of imitation's expert rollouts (tests/testdata/expert_models/<name>_0/rollouts/).
+# Observations are declared float64: the older pickles (final.pkl) hold the float64 arrays gym's
+# CartPole and Pendulum returned, the npz files (final.npz) float32, which casts exactly; one
+# config reads both.
 LAYOUTS = {
     'cartpole': Layout(env_id='CartPole-v1', file_prefix='cartpole', observation_shape=(4,),
-                       observation_dtype=np.float32, action_shape=(), action_dtype=np.int64,
+                       observation_dtype=np.float64, action_shape=(), action_dtype=np.int64,
                        time_limit=500),
     'pendulum': Layout(env_id='Pendulum-v1', file_prefix='pendulum', observation_shape=(3,),
-                       observation_dtype=np.float32, action_shape=(1,), action_dtype=np.float32,
+                       observation_dtype=np.float64, action_shape=(1,), action_dtype=np.float32,
                        time_limit=200),
 }
 
