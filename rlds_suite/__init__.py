@@ -3,6 +3,13 @@
 `import rlds_suite` registers every builder in rlds_suite.builders with TFDS.
 """
 
+import pathlib as _pathlib
+
+# Installed, the builder folders are the subpackage rlds_suite/builders; in a source tree (Bazel's
+# runfiles, or a checkout on PYTHONPATH) they sit beside the package as builders/.
+if not (_pathlib.Path(__file__).parent / 'builders').is_dir():
+  __path__.append(str(_pathlib.Path(__file__).parent.parent))  # pylint: disable=undefined-variable
+
 from rlds_suite.core import errors
 from rlds_suite.tfds.datasets import validate
 from rlds_suite.core.episodes import Ending, Episode, Trajectory
