@@ -1,0 +1,1 @@
+"""Minari datasets (HDF5 and Arrow storage) as RLDS."""

@@ -1,0 +1,97 @@
+"""Minari datasets (HDF5 or Arrow storage) as RLDS: one config per local Minari dataset id."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from rlds_suite import scores
+from rlds_suite.core import episodes
+from rlds_suite.readers import minari
+from rlds_suite.tfds import builder_base
+from rlds_suite.tfds import features
+
+# metadata.json entries kept as dataset metadata (besides the reference scores).
+_KEPT_METADATA = ('dataset_id', 'data_format', 'jpeg_encoding', 'total_episodes', 'total_steps',
+                  'env_spec', 'eval_env_spec', 'algorithm_name', 'minari_version',
+                  'code_permalink', 'num_episodes_average_score')
+
+
+@dataclasses.dataclass
+class MinariConfig(tfds.core.BuilderConfig):
+  """A local Minari dataset, by id (e.g. 'mujoco/pusher/expert-v0')."""
+  dataset_id: str = ''
+
+
+def config_name(dataset_id: str) -> str:
+  """The TFDS config name of a Minari id: '/' becomes '.' ('mujoco.pusher.expert-v0')."""
+  return re.sub(r'[^\w.\-]', '.', dataset_id)
+
+
+def _feature(space: minari.Space) -> Any:
+  if isinstance(space, dict):
+    return {key: _feature(sub) for key, sub in space.items()}
+  if isinstance(space, tuple):
+    return {str(j): _feature(sub) for j, sub in enumerate(space)}
+  if isinstance(space, minari.Discrete):
+    return features.scalar(space.dtype)
+  if space.image and len(space.shape) == 3 and space.shape[-1] in (1, 3, 4):
+    return features.image(space.shape)  # Lossless PNG of the pixels Minari decodes.
+  return features.tensor(space.shape, space.dtype) if space.shape else features.scalar(space.dtype)
+
+
+class Builder(builder_base.RLDSBuilder):
+  """Local Minari datasets: `tfds.builder('minari', dataset_id='cartpole/random-hdf5-v0')`."""
+
+  MANUAL_DOWNLOAD_INSTRUCTIONS = """
+  Download the dataset with Minari (`minari download ID`) or copy its directory into a Minari
+  datasets root: $MINARI_DATASETS_PATH, ~/.minari/datasets, or the builder's `minari_root`.
+  """
+
+  def __init__(self, *, dataset_id: Optional[str] = None,
+               minari_root: Optional[str] = None, **kwargs: Any):
+    """`dataset_id` picks the dataset (or pass config=MinariConfig(...)); `minari_root` overrides
+    $MINARI_DATASETS_PATH and ~/.minari/datasets."""
+    if dataset_id is not None:
+      kwargs['config'] = MinariConfig(name=config_name(dataset_id), dataset_id=dataset_id,
+                                      description=f'Minari dataset {dataset_id}.')
+    self._minari_root = minari_root
+    config = kwargs.get('config')
+    if not isinstance(config, MinariConfig):
+      raise ValueError('minari needs dataset_id=... (a local Minari dataset id)')
+    self._metadata = minari.read_metadata(minari.find_dataset(config.dataset_id, minari_root))
+    super().__init__(**kwargs)
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    meta = self._metadata
+    dataset_metadata = {key: meta.raw[key] for key in _KEPT_METADATA if key in meta.raw}
+    try:
+      dataset_metadata.update(scores.reference(meta.dataset_id, meta.raw).as_metadata())
+    except LookupError:
+      pass  # Datasets without ref_min_score/ref_max_score have no normalised score.
+    return self.dataset_info_from_configs(
+        features=features.rlds_features(
+            observation=_feature(meta.observation_space),
+            action=_feature(meta.action_space),
+            reward=features.scalar(np.float64, doc='As Minari stores it (float64).'),
+            episode_metadata={
+                'episode_id': features.scalar(np.int64, doc='Minari episode id.'),
+                'seed': features.scalar(np.int64, doc='Reset seed; -1 when none was recorded.'),
+            }),
+        supervised_keys=None,
+        homepage='https://minari.farama.org',
+        metadata=tfds.core.MetadataDict(dataset_metadata),
+    )
+
+  def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+    del dl_manager  # The dataset is local (see MANUAL_DOWNLOAD_INSTRUCTIONS).
+    return {'train': self._generate_examples()}
+
+  def _generate_examples(self):
+    for trajectory in minari.read_trajectories(self._metadata.path):
+      yield int(trajectory.metadata['episode_id']), episodes.to_episode(trajectory).as_example()
+
