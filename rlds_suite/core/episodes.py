@@ -83,6 +83,9 @@ class FinalObservation(enum.Enum):
   LAST_ROW = 'last_row'  # T+1 rows of every field; the last row's action is never taken (d4rl-pybullet).
   NEXT_OBSERVATIONS = 'next_observations'  # T rows and a next_observations column (D4RL v2).
   NOT_STORED = 'not_stored'  # T rows; the observation after the last action was not kept.
+  # A terminated episode's last row holds only the terminal observation (its action and reward were
+  # never taken, LAST_ROW); any other episode's rows are all actions (NOT_STORED). RL Unplugged Atari.
+  LAST_ROW_WHEN_TERMINATED = 'last_row_when_terminated'
 
 
 class RewardTiming(enum.Enum):
@@ -99,16 +102,27 @@ class EndingRule(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class BoundaryPolicy:
-  """A native format's declared episode-boundary semantics."""
+  """A native format's declared episode-boundary semantics.
+
+  `discount_timing` says how native per-row discounts (when a format stores them) line up, like
+  `reward_timing` for rewards (the same when None). `padding_rows` are rows a format writes before
+  each episode's first step (dopamine's replay buffer: stack_size - 1 all-zero rows); they hold no
+  step and are dropped, after checking that they are zero.
+  """
   final_observation: FinalObservation
   reward_timing: RewardTiming = RewardTiming.EARNED
   ending_rule: EndingRule = EndingRule.TERMINAL_FLAG
   time_limit: Optional[int] = None
+  discount_timing: Optional[RewardTiming] = None
+  padding_rows: int = 0
 
   def __post_init__(self):
-    if (self.reward_timing is RewardTiming.ON_ARRIVAL and
-        self.final_observation is not FinalObservation.LAST_ROW):
+    final_row = (FinalObservation.LAST_ROW, FinalObservation.LAST_ROW_WHEN_TERMINATED)
+    if self.reward_timing is RewardTiming.ON_ARRIVAL and self.final_observation not in final_row:
       raise ValueError('rewards on arrival are only defined for formats whose last row is final')
+    if (self.discount_timing is RewardTiming.ON_ARRIVAL and
+        self.final_observation not in final_row):
+      raise ValueError('discounts on arrival are only defined for formats whose last row is final')
     if (self.ending_rule is EndingRule.TIME_LIMIT) != (self.time_limit is not None):
       raise ValueError('EndingRule.TIME_LIMIT needs time_limit, and only it uses one')
 
@@ -127,20 +141,31 @@ class BoundaryPolicy:
                  terminal_flag: bool = False,
                  next_observations: Optional[Nested] = None,
                  step_metadata: Optional[Mapping[str, Nested]] = None,
-                 metadata: Optional[Mapping[str, Any]] = None) -> Trajectory:
+                 metadata: Optional[Mapping[str, Any]] = None,
+                 discounts: Optional[np.ndarray] = None) -> Trajectory:
     """Native rows of one episode -> a Trajectory in standard alignment.
 
     `terminal_flag` is the format's own end-of-episode terminal flag for this episode (False for
     rows that stop without one, e.g. the unfinished tail of a file). `step_metadata` has the same
-    rows as `actions`. Raises EpisodeBoundaryError when row counts do not fit the declared layout.
+    rows as `actions`; `discounts`, when the format stores them, one per row. Raises
+    EpisodeBoundaryError when row counts do not fit the declared layout.
     """
     observations, actions = nested.as_arrays(observations), nested.as_arrays(actions)
     rewards = np.asarray(rewards)
     step_metadata = nested.as_arrays(dict(step_metadata or {}))
+    if self.padding_rows:
+      observations, actions, rewards, step_metadata, discounts = self._drop_padding(
+          observations, actions, rewards, step_metadata, discounts)
     n_obs = _length(observations, fields.OBSERVATION)
     n_act = _length(actions, fields.ACTION)
     n_rew = _length(rewards, fields.REWARD)
+    if discounts is not None:
+      discounts = np.asarray(discounts, dtype=np.float32).reshape(-1)
+      _expect(len(discounts) == n_rew, fields.DISCOUNT,
+              f'expected {n_rew} discounts (one per row), got {len(discounts)}')
     layout = self.final_observation
+    if layout is FinalObservation.LAST_ROW_WHEN_TERMINATED:
+      layout = FinalObservation.LAST_ROW if terminal_flag else FinalObservation.NOT_STORED
     final = None
     if layout is FinalObservation.EXTRA_ROW:
       _expect(n_obs == n_act + 1, fields.OBSERVATION,
@@ -156,6 +181,8 @@ class BoundaryPolicy:
       actions = nested.take_rows(actions, slice(0, n_act - 1))
       step_metadata = nested.take_rows(step_metadata, slice(0, n_act - 1))
       rewards = rewards[1:] if self.reward_timing is RewardTiming.ON_ARRIVAL else rewards[:-1]
+      if discounts is not None:
+        discounts = discounts[1:] if self._discount_timing is RewardTiming.ON_ARRIVAL else discounts[:-1]
       n_act -= 1
     else:
       _expect(n_obs == n_act == n_rew, fields.ACTION,
@@ -168,6 +195,9 @@ class BoundaryPolicy:
         _expect(_length(next_observations, 'next_observations') == n_act, 'next_observations',
                 f'expected {n_act} rows')
         final = nested.row(next_observations, -1)
+      elif discounts is not None and self._discount_timing is RewardTiming.ON_ARRIVAL:
+        # Row t + 1 holds the discount a_t earned; the last action's was not kept.
+        discounts = np.append(discounts[1:], np.float32(1))
     if step_metadata:
       _expect(_length(step_metadata, 'step_metadata') == n_act, 'step_metadata',
               f'expected {n_act} rows (one per action)')
@@ -178,7 +208,28 @@ class BoundaryPolicy:
         ending=self.ending(n_act, terminal_flag),
         final_observation=final,
         step_metadata=step_metadata,
-        metadata=dict(metadata or {}))
+        metadata=dict(metadata or {}),
+        discounts=discounts)
+
+  @property
+  def _discount_timing(self) -> RewardTiming:
+    return self.discount_timing or self.reward_timing
+
+  def _drop_padding(self, *columns: Any) -> tuple:
+    """Drops the `padding_rows` leading rows of every column, which must be all zeros."""
+    names = (fields.OBSERVATION, fields.ACTION, fields.REWARD, 'step_metadata', fields.DISCOUNT)
+    kept = []
+    for name, column in zip(names, columns):
+      if column is None or (isinstance(column, dict) and not column):
+        kept.append(column)
+        continue
+      _expect(_length(column, name) > self.padding_rows, name,
+              f'expected {self.padding_rows} padding rows before the first step, got fewer rows')
+      head = nested.take_rows(column, slice(0, self.padding_rows))
+      _expect(all(not np.any(leaf) for leaf in nested.leaves(head)), name,
+              f'expected the {self.padding_rows} rows before the first step to be zero padding')
+      kept.append(nested.take_rows(column, slice(self.padding_rows, None)))
+    return tuple(kept)
 
 
 @dataclasses.dataclass(frozen=True)

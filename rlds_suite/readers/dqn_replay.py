@@ -1,0 +1,460 @@
+"""DQN Replay (batch_rl) logs -> trajectories, streamed: memory is a few episodes, not a checkpoint.
+
+Each checkpoint N of a run is `replay_logs/$store$_{observation,action,reward,terminal}_ckpt.N.gz`
+(gzip of `np.save` of dopamine's circular buffer: (capacity, 84, 84) uint8 single frames, int32
+actions, float32 rewards clipped to [-1, 1], uint8 terminals) and `add_count_ckpt.N.gz`, the number
+of rows ever added. batch_rl's logged buffer writes a checkpoint each time the add count reaches
+capacity - 1 modulo capacity, and a last one at the end of training with the add count set to the
+cursor.
+
+Rows form one stream over the run, in add order. Checkpoint N holds the rows added since checkpoint
+N - 1 (add indices [add_count(N - 1), add_count(N))), at storage row `add index % capacity`; when
+that range wraps, its oldest part lies at the end of the file. Dopamine writes stack_size - 1
+all-zero rows before each episode, never stores the observation after the last action, and (in the
+runner that made these logs) stores a 27,000-step time-out with terminal=1. `POLICY` declares all of
+that; episodes are cut at terminal rows and can continue into the next checkpoint.
+
+`checkpoint_pieces` reads one checkpoint into the episodes that lie wholly inside it and the
+fragments at its edges; `stitch` joins fragments across a checkpoint boundary. The sequential
+reader (`read_run`) and the Beam pipeline of the dqn_replay builder use both, so they cut episodes
+identically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import logging
+import os
+import pathlib
+import re
+from typing import Callable, Iterable, Iterator, Optional, Sequence
+
+import numpy as np
+
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.readers import gzip_npy
+
+STORE_FIELDS = ('observation', 'action', 'reward', 'terminal')
+STACK_SIZE = 4
+# dopamine's Atari runner: max_steps_per_episode = 27000 agent steps (108k frames).
+TIME_LIMIT = 27_000
+POLICY = episodes.BoundaryPolicy(
+    final_observation=episodes.FinalObservation.NOT_STORED,
+    reward_timing=episodes.RewardTiming.EARNED,
+    ending_rule=episodes.EndingRule.TIME_LIMIT,
+    time_limit=TIME_LIMIT,
+    padding_rows=STACK_SIZE - 1)
+BLOCK_ROWS = 1024  # Rows inflated at a time: ~7 MB of 84x84 frames.
+
+# The 60 games of the DQN Replay Dataset (gs://atari-replay-datasets/dqn/GAME/RUN/replay_logs).
+GAMES = (
+    'AirRaid', 'Alien', 'Amidar', 'Assault', 'Asterix', 'Asteroids', 'Atlantis', 'BankHeist',
+    'BattleZone', 'BeamRider', 'Berzerk', 'Bowling', 'Boxing', 'Breakout', 'Carnival', 'Centipede',
+    'ChopperCommand', 'CrazyClimber', 'DemonAttack', 'DoubleDunk', 'ElevatorAction', 'Enduro',
+    'FishingDerby', 'Freeway', 'Frostbite', 'Gopher', 'Gravitar', 'Hero', 'IceHockey', 'Jamesbond',
+    'JourneyEscape', 'Kangaroo', 'Krull', 'KungFuMaster', 'MontezumaRevenge', 'MsPacman',
+    'NameThisGame', 'Phoenix', 'Pitfall', 'Pong', 'Pooyan', 'PrivateEye', 'Qbert', 'Riverraid',
+    'RoadRunner', 'Robotank', 'Seaquest', 'Skiing', 'Solaris', 'SpaceInvaders', 'StarGunner',
+    'Tennis', 'TimePilot', 'Tutankham', 'UpNDown', 'Venture', 'VideoPinball', 'WizardOfWor',
+    'YarsRevenge', 'Zaxxon')
+RUNS = (1, 2, 3, 4, 5)
+NUM_CHECKPOINTS = 51  # ckpt.0 ... ckpt.50 per run.
+BUCKET_URL = 'https://storage.googleapis.com/atari-replay-datasets/dqn'
+
+
+def store_file(replay_logs: errors.PathLike, field: str, checkpoint: int) -> pathlib.Path:
+  return pathlib.Path(replay_logs) / f'$store${"_"}{field}_ckpt.{checkpoint}.gz'
+
+
+def add_count_file(replay_logs: errors.PathLike, checkpoint: int) -> pathlib.Path:
+  return pathlib.Path(replay_logs) / f'add_count_ckpt.{checkpoint}.gz'
+
+
+def urls(game: str, run: int, checkpoint: int) -> list[str]:
+  """Public URLs of one checkpoint's files ('$' escaped)."""
+  base = f'{BUCKET_URL}/{game}/{run}/replay_logs'
+  names = [store_file('', f, checkpoint).name for f in STORE_FIELDS]
+  names.append(add_count_file('', checkpoint).name)
+  return [f'{base}/{name.replace("$", "%24")}' for name in names]
+
+
+def checkpoints_in(replay_logs: errors.PathLike) -> list[int]:
+  """Checkpoint numbers with a terminal file in `replay_logs`, sorted."""
+  directory = pathlib.Path(replay_logs)
+  if not directory.is_dir():
+    raise errors.EmptyInputError('not a directory', path=directory)
+  pattern = re.compile(r'\$store\$_terminal_ckpt\.(\d+)\.gz$')
+  found = sorted(int(m.group(1)) for m in map(pattern.match, os.listdir(directory)) if m)
+  if not found:
+    raise errors.EmptyInputError('no $store$_terminal_ckpt.N.gz files', path=directory)
+  return found
+
+
+@dataclasses.dataclass
+class Rows:
+  """Consecutive rows of the add stream; row i has add index `first_add + i`."""
+  observation: np.ndarray
+  action: np.ndarray
+  reward: np.ndarray
+  terminal: np.ndarray
+  first_add: int
+
+  def __len__(self) -> int:
+    return len(self.terminal)
+
+  @property
+  def end_add(self) -> int:
+    return self.first_add + len(self)
+
+  def take(self, start: int, stop: int) -> 'Rows':
+    return Rows(self.observation[start:stop], self.action[start:stop], self.reward[start:stop],
+                self.terminal[start:stop], self.first_add + start)
+
+  @staticmethod
+  def concat(parts: Sequence['Rows']) -> 'Rows':
+    parts = [p for p in parts if len(p)]
+    if len(parts) == 1:
+      return parts[0]
+    return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in STORE_FIELDS),
+                first_add=parts[0].first_add)
+
+
+class Kind(enum.Enum):
+  """Where a piece of a checkpoint lies relative to its episode ends."""
+  PREFIX = 'prefix'  # Oldest rows of a wrapped range (end of the file): before HEAD in add order.
+  HEAD = 'head'  # Rows up to and including the first episode end (all rows when there is none).
+  EPISODE = 'episode'  # A whole episode: padding rows, steps, its terminal row.
+  TAIL = 'tail'  # Rows after the last episode end: an episode that goes on in the next checkpoint.
+
+
+@dataclasses.dataclass
+class Piece:
+  kind: Kind
+  checkpoint: int
+  rows: Rows
+  closed: bool  # Ends with a terminal row.
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+  """Where checkpoint `checkpoint`'s new rows lie: add indices [first_add, add_count)."""
+  checkpoint: int
+  capacity: int
+  first_add: int
+  add_count: int
+  # Whether the row before first_add ended an episode (None: that row is not in the given files).
+  starts_episode: Optional[bool]
+
+
+class Run:
+  """The checkpoints of one run in `replay_logs`, with their add counts."""
+
+  def __init__(self, replay_logs: errors.PathLike):
+    self.replay_logs = pathlib.Path(replay_logs)
+    self.available = checkpoints_in(self.replay_logs)
+
+  @functools.lru_cache(maxsize=None)
+  def capacity(self, checkpoint: int) -> int:
+    """Rows in the checkpoint's files, which must agree."""
+    counts = {}
+    for field in STORE_FIELDS:
+      path = store_file(self.replay_logs, field, checkpoint)
+      with gzip_npy.GzipNpyRows(path, field=field) as rows:
+        counts[path] = rows.num_rows
+    first_path, first = next(iter(counts.items()))
+    for path, count in counts.items():
+      if count != first:
+        raise errors.EpisodeBoundaryError(
+            f'{count} rows, but {first_path.name} has {first}: checkpoint files of different '
+            'lengths', path=path, field='rows')
+    return first
+
+  def _stored_add_count(self, checkpoint: int) -> int:
+    path = add_count_file(self.replay_logs, checkpoint)
+    value = gzip_npy.load_small(path, field='add_count')
+    if value.shape != () or value.dtype.kind not in 'iu' or int(value) < 0:
+      raise errors.SchemaError(f'expected a non-negative integer, got {value!r}', path=path,
+                               field='add_count')
+    return int(value)
+
+  @functools.lru_cache(maxsize=None)
+  def add_count(self, checkpoint: int) -> int:
+    """Rows ever added when the checkpoint was written.
+
+    batch_rl's last log stores the cursor instead (add_count % capacity); it is resolved against
+    the previous checkpoint's count.
+    """
+    stored, capacity = self._stored_add_count(checkpoint), self.capacity(checkpoint)
+    previous = checkpoint - 1
+    if stored >= capacity or previous not in self.available:
+      return stored
+    before = self.add_count(previous)
+    return before + (stored - before) % capacity
+
+  def select(self, checkpoints: Optional[Sequence[int]]) -> list[int]:
+    """`checkpoints` (default: every one present), sorted; SchemaError naming a missing one."""
+    wanted = sorted(checkpoints) if checkpoints is not None else list(self.available)
+    for k in wanted:
+      if k not in self.available:
+        raise errors.SchemaError(f'checkpoint {k} is missing',
+                                 path=store_file(self.replay_logs, 'terminal', k))
+    if not wanted:
+      raise errors.EmptyInputError('no checkpoints selected', path=self.replay_logs)
+    return wanted
+
+  def layout(self, checkpoint: int) -> Layout:
+    capacity, add_count = self.capacity(checkpoint), self.add_count(checkpoint)
+    previous = checkpoint - 1
+    oldest = max(0, add_count - capacity)
+    if previous in self.available:
+      before = self.add_count(previous)
+      if before > add_count:
+        raise errors.EpisodeBoundaryError(
+            f'add count {add_count} is below checkpoint {previous}\'s {before}',
+            path=add_count_file(self.replay_logs, checkpoint), field='add_count')
+      first_add = max(oldest, before)
+      if first_add > before:
+        logging.warning('%s: rows %d-%d were never logged (the buffer lapped between '
+                        'checkpoints); the episode in flight ends there', self.replay_logs,
+                        before, first_add - 1)
+        starts = None
+      elif first_add == 0:
+        starts = True
+      else:
+        starts = self._terminal_at(previous, first_add - 1)
+    else:
+      first_add = oldest
+      starts = True if first_add == 0 else None
+    return Layout(checkpoint, capacity, first_add, add_count, starts)
+
+  def _terminal_at(self, checkpoint: int, add_index: int) -> bool:
+    """The terminal flag of one row (the terminal file is 1 byte a row: read whole)."""
+    path = store_file(self.replay_logs, 'terminal', checkpoint)
+    row = add_index % self.capacity(checkpoint)
+    with gzip_npy.GzipNpyRows(path, field='terminal') as rows:
+      rows.skip(row, block_rows=1 << 20)
+      return bool(rows.read(1)[0])
+
+
+def checkpoint_pieces(run: Run, checkpoint: int, block_rows: int = BLOCK_ROWS) -> Iterator[Piece]:
+  """Checkpoint `checkpoint`'s new rows as pieces, reading each file once.
+
+  In add order the pieces are PREFIX, HEAD, EPISODE..., TAIL; they are yielded in file order
+  (HEAD, EPISODE..., TAIL, then PREFIX), holding HEAD's rows until its episode's start is known.
+  """
+  layout = run.layout(checkpoint)
+  capacity = layout.capacity
+  start_row = layout.first_add % capacity
+  wrapped = layout.add_count - layout.first_add > capacity - start_row
+  # Storage rows in file order: [0, newest_stop) newest (when wrapped), [start_row, stop) oldest.
+  newest_stop = layout.add_count % capacity if wrapped else 0
+  oldest_stop = capacity if wrapped else start_row + layout.add_count - layout.first_add
+  newest_first_add = layout.add_count - newest_stop
+  streams = [gzip_npy.GzipNpyRows(store_file(run.replay_logs, f, checkpoint), field=f)
+             for f in STORE_FIELDS]
+  try:
+    path_of = {f: s.path for f, s in zip(STORE_FIELDS, streams)}
+    for f, stream in zip(STORE_FIELDS, streams):
+      if stream.num_rows != capacity:
+        raise errors.EpisodeBoundaryError(
+            f'{stream.num_rows} rows, but {store_file("", STORE_FIELDS[0], checkpoint).name} has '
+            f'{capacity}: checkpoint files of different lengths', path=path_of[f], field='rows')
+
+    def read_range(stop: int, base: int) -> Iterator[Rows]:
+      """Storage rows up to `stop`; storage row p has add index base + p."""
+      while streams[0].position < stop:
+        first = streams[0].position
+        columns = [s.read(min(block_rows, stop - first)) for s in streams]
+        yield Rows(*columns, first_add=base + first)
+
+    if wrapped:
+      yield from _cut(read_range(newest_stop, newest_first_add), checkpoint)
+      for s in streams:
+        s.skip(start_row - s.position)
+      prefix = Rows.concat(list(read_range(oldest_stop, layout.first_add - start_row)))
+      yield Piece(Kind.PREFIX, checkpoint, prefix, bool(len(prefix) and prefix.terminal[-1]))
+    else:
+      for s in streams:
+        s.skip(start_row)
+      yield from _cut(read_range(oldest_stop, layout.first_add - start_row), checkpoint)
+  finally:
+    for s in streams:
+      s.close()
+
+
+def _cut(blocks: Iterable[Rows], checkpoint: int) -> Iterator[Piece]:
+  """Rows in add order -> HEAD (up to the first end), EPISODEs, TAIL (after the last end)."""
+  pending: list[Rows] = []
+  kind = Kind.HEAD
+  for block in blocks:
+    ends = np.flatnonzero(block.terminal)
+    start = 0
+    for end in ends:
+      pending.append(block.take(start, end + 1))
+      yield Piece(kind, checkpoint, Rows.concat(pending), closed=True)
+      pending, kind, start = [], Kind.EPISODE, end + 1
+    if start < len(block):
+      pending.append(block.take(start, len(block)))
+  rows = Rows.concat(pending) if pending else None
+  if kind is Kind.HEAD:  # No episode end at all: everything is HEAD.
+    yield Piece(kind, checkpoint, rows if rows is not None else _empty_rows(), closed=False)
+  elif rows is not None:
+    yield Piece(Kind.TAIL, checkpoint, rows, closed=False)
+
+
+def _empty_rows() -> Rows:
+  return Rows(np.zeros((0, 84, 84), np.uint8), np.zeros(0, np.int32), np.zeros(0, np.float32),
+              np.zeros(0, np.uint8), first_add=0)
+
+
+@dataclasses.dataclass
+class Stitched:
+  """Episodes closed by joining rows across a checkpoint boundary, and the rows left open.
+
+  `closed` pairs each episode's rows with whether they begin at an episode start (rows after a gap
+  in add indices, or before the first known start, do not).
+  """
+  closed: list[tuple[Rows, bool]]
+  open: Optional[Rows]
+  open_started: bool
+
+
+def stitch(parts: Sequence[Optional[Rows]], started: bool) -> Stitched:
+  """Rows in add order (the tail before a boundary, the prefix and head after it) -> the episodes
+  they close and the rows still open. `started`: whether the first rows begin an episode. A gap in
+  add indices ends the episode before it, unfinished."""
+  closed: list[tuple[Rows, bool]] = []
+  open_parts: list[Rows] = []
+  for part in (p for p in parts if p is not None and len(p)):
+    if open_parts and open_parts[-1].end_add != part.first_add:
+      closed.append((Rows.concat(open_parts), started))
+      open_parts, started = [], False
+    ends = np.flatnonzero(part.terminal)
+    start = 0
+    for end in ends:
+      closed.append((Rows.concat(open_parts + [part.take(start, end + 1)]), started))
+      open_parts, start, started = [], end + 1, True
+    if start < len(part):
+      open_parts.append(part.take(start, len(part)))
+  return Stitched(closed, Rows.concat(open_parts) if open_parts else None, started)
+
+
+def to_trajectory(rows: Rows, checkpoint_of: Callable[[int], int]) -> episodes.Trajectory:
+  """One episode's rows (padding first) -> a Trajectory; unfinished rows end truncated."""
+  return POLICY.trajectory(
+      rows.observation, rows.action, rows.reward,
+      terminal_flag=bool(rows.terminal[-1]),
+      metadata={'checkpoint': int(checkpoint_of(rows.first_add + POLICY.padding_rows)),
+                'first_add_index': int(rows.first_add + POLICY.padding_rows)})
+
+
+class Selection:
+  """Which episodes a checkpoint range holds: those whose first step was added in one of its
+  checkpoints (a checkpoint holds the add indices below its add count and at or above the one
+  before's)."""
+
+  def __init__(self, run: Run, checkpoints: Sequence[int]):
+    self._wanted = set(checkpoints)
+    self._available = list(run.available)
+    self._ends = [run.add_count(k) for k in self._available]
+
+  def checkpoint_of(self, add_index: int) -> int:
+    index = int(np.searchsorted(self._ends, add_index, side='right'))
+    return self._available[min(index, len(self._available) - 1)]
+
+  def __call__(self, rows: Rows) -> bool:
+    return self.checkpoint_of(rows.first_add + POLICY.padding_rows) in self._wanted
+
+
+def read_run(replay_logs: errors.PathLike, checkpoints: Optional[Sequence[int]] = None,
+             block_rows: int = BLOCK_ROWS) -> Iterator[episodes.Trajectory]:
+  """The episodes that start in `checkpoints` (default: all present), in one pass over the files.
+
+  An episode still open after the last checkpoint is read on into the following checkpoints
+  present; when none is left it ends truncated. Episodes that started before the first
+  checkpoint are left out (their start is not in the range).
+  """
+  run = Run(replay_logs)
+  wanted = run.select(checkpoints)
+  in_range = Selection(run, wanted)
+  open_rows: Optional[Rows] = None
+  open_started = False
+  for checkpoint in [k for k in run.available if k >= wanted[0]]:
+    if checkpoint > wanted[-1] and open_rows is None:
+      break
+    if open_rows is None:
+      open_started = bool(run.layout(checkpoint).starts_episode)
+    edges = {}
+    for piece in checkpoint_pieces(run, checkpoint, block_rows):
+      if piece.kind is Kind.EPISODE:
+        if in_range(piece.rows):
+          yield to_trajectory(piece.rows, in_range.checkpoint_of)
+      else:
+        edges[piece.kind] = piece.rows
+    joined = stitch([open_rows, edges.get(Kind.PREFIX), edges.get(Kind.HEAD)], open_started)
+    for rows, is_start in joined.closed:
+      if is_start and in_range(rows):
+        yield to_trajectory(rows, in_range.checkpoint_of)
+    if checkpoint > wanted[-1]:  # Only the episode in flight continues here.
+      open_rows = None if joined.closed else joined.open
+    elif Kind.TAIL in edges:
+      open_rows, open_started = edges[Kind.TAIL], True
+    else:
+      open_rows, open_started = joined.open, joined.open_started
+  if open_rows is not None and open_started and in_range(open_rows):
+    yield to_trajectory(open_rows, in_range.checkpoint_of)
+
+
+# The same cut as `read_run`, as the two stages of a parallel pipeline (Apache Beam in the
+# dqn_replay builder): `edges_of` reads one checkpoint, `join_edges` joins the rows meeting at one
+# checkpoint boundary. Each checkpoint's files are inflated once, by one worker.
+
+def checkpoints_to_read(run: Run, wanted: Sequence[int]) -> list[int]:
+  """The checkpoints a parallel build reads: the range and the next one (for its last episode)."""
+  following = [k for k in run.available if k > wanted[-1]][:1]
+  return [k for k in run.available if wanted[0] <= k <= wanted[-1]] + following
+
+
+def edges_of(run: Run, checkpoint: int, in_range: Selection,
+             block_rows: int = BLOCK_ROWS) -> Iterator[tuple[str, int, tuple]]:
+  """('episode', first add index, (trajectory,)) for episodes inside the checkpoint, and
+  ('edge', boundary, (order, rows, starts_episode, checkpoint follows)) for the rows at its edges:
+  its TAIL goes to the next boundary, its PREFIX and HEAD to its own."""
+  layout = run.layout(checkpoint)
+  has_next = checkpoint + 1 in run.available
+  for piece in checkpoint_pieces(run, checkpoint, block_rows):
+    if piece.kind is Kind.EPISODE:
+      if in_range(piece.rows):
+        trajectory = to_trajectory(piece.rows, in_range.checkpoint_of)
+        yield 'episode', trajectory.metadata['first_add_index'], (trajectory,)
+    elif piece.kind is Kind.TAIL:
+      yield 'edge', checkpoint + 1, (0, piece.rows, True, False)
+    elif piece.kind is Kind.PREFIX:
+      yield 'edge', checkpoint, (1, piece.rows, None, has_next)
+    else:
+      yield 'edge', checkpoint, (2, piece.rows, bool(layout.starts_episode),
+                                 has_next and not piece.closed)
+
+
+def join_edges(boundary: int, edges: Iterable[tuple], in_range: Selection,
+               replay_logs: errors.PathLike) -> Iterator[episodes.Trajectory]:
+  """The episodes closed at one boundary (the previous checkpoint's TAIL, this one's PREFIX and
+  HEAD), and the one left open when no checkpoint follows."""
+  edges = sorted(edges, key=lambda edge: edge[0])
+  started = edges[0][0] == 0 or next((e[2] for e in edges if e[0] == 2), False)
+  joined = stitch([edge[1] for edge in edges], started)
+  for rows, is_start in joined.closed:
+    if is_start and in_range(rows):
+      yield to_trajectory(rows, in_range.checkpoint_of)
+  if joined.open is None:
+    return
+  if any(edge[3] for edge in edges if edge[0] == 2):
+    raise errors.EpisodeBoundaryError(
+        f'checkpoint {boundary} holds no episode end: an episode longer than a checkpoint cannot be '
+        'joined in parallel (build without Beam)',
+        path=store_file(replay_logs, 'terminal', boundary), field='terminal')
+  if joined.open_started and in_range(joined.open):
+    yield to_trajectory(joined.open, in_range.checkpoint_of)
