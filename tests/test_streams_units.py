@@ -120,3 +120,21 @@ def test_target_pairs_stay_in_episode():
 def test_invalid_parameters(make):
   with pytest.raises(ValueError):
     make()
+
+
+@hypothesis.settings(max_examples=25, deadline=None)
+@hypothesis.given(lengths=st.lists(st.integers(1, 7), min_size=1, max_size=4),
+                  final=st.booleans(), seed=st.integers(0, 1000),
+                  which=st.sampled_from(range(len(ALL_UNITS))))
+def test_units_of_concatenated_episodes_are_each_episodes_units(lengths, final, seed, which):
+  unit = ALL_UNITS[which]
+  steps = [make_steps(n, terminated=bool(i % 2), final=final, seed=seed + i)
+           for i, n in enumerate(lengths)]
+  row_splits = np.cumsum([0] + [len(s[fields.IS_FIRST]) for s in steps])
+  concatenated = tf.nest.map_structure(lambda *a: tf.constant(np.concatenate(a)), *steps)
+  actual, episode = unit.from_episodes(concatenated, tf.constant(row_splits))
+  references = [unit.reference(s) for s in steps]
+  expected = tf.nest.map_structure(lambda *a: np.concatenate(a), *references)
+  assert_same(actual, expected)
+  counts = [len(tf.nest.flatten(r)[0]) for r in references]
+  np.testing.assert_array_equal(episode, np.repeat(np.arange(len(steps)), counts))

@@ -9,12 +9,16 @@
     for batch in streams.as_numpy(batches):  # dicts of numpy arrays with a leading axis of 256
       ...
 
-Modules: `catalog` (entries -> datasets), `reading` (episodes as step tensors, spec projection),
-`units` (steps, transitions, n-step, windows, target pairs), `pipeline` (shuffle, shard, mix).
+Modules: `catalog` (entries -> datasets), `reading` (serialized episodes parsed many at a time,
+spec projection), `units` (steps, transitions, n-step, windows, target pairs), `pipeline`
+(shuffle, shard, mix into blocks), `budget` (buffer sizes in bytes under a memory budget),
+`cache` (decoded steps as memory-mapped columns), `exits` (blocks cut into batches: numpy or
+tf.data).
 """
 
 from rlds_suite.streams.catalog import CATALOG, Catalog, ResolvedDataset, register_dataset
-from rlds_suite.streams.pipeline import (DATASET_INDEX, EPOCH, Exhaustion, Mix, Shuffle, as_numpy,
+from rlds_suite.streams.exits import Stream, as_numpy
+from rlds_suite.streams.pipeline import (DATASET_INDEX, EPOCH, Exhaustion, Mix, Shuffle,
                                          load_dict_dataset, stream)
 from rlds_suite.streams.reading import Projection
 from rlds_suite.streams.units import (NStepTransitions, StepUnit, TargetPairs, Transitions, Unit,
@@ -22,6 +26,6 @@ from rlds_suite.streams.units import (NStepTransitions, StepUnit, TargetPairs, T
 
 __all__ = [
     'CATALOG', 'Catalog', 'ResolvedDataset', 'register_dataset', 'DATASET_INDEX', 'EPOCH',
-    'Exhaustion', 'Mix', 'Shuffle', 'as_numpy', 'load_dict_dataset', 'stream', 'Projection',
+    'Exhaustion', 'Mix', 'Shuffle', 'Stream', 'as_numpy', 'load_dict_dataset', 'stream', 'Projection',
     'NStepTransitions', 'StepUnit', 'TargetPairs', 'Transitions', 'Unit', 'Windows'
 ]

@@ -1,27 +1,33 @@
-"""One tf.data stream of batched units from one or several datasets.
+"""One stream of shuffled blocks of units from one or several datasets, cut into batches at the exit.
 
 Per dataset, one host reads its shard of episodes and:
-  1. reads files in a seeded shuffled order (interleaved), each episode decoded at once to [T, ...]
-     step tensors (`reading.read_steps`);
-  2. shuffles whole episodes in a buffer of `Shuffle.episodes` episodes;
-  3. cuts each episode into units ([U, ...], `units.Unit`), tagging them with the dataset index and
-     the epoch of this dataset they come from;
+  1. reads files in a seeded shuffled order (interleaved), serialized episodes as they are stored
+     (`reading.serialized_episodes`);
+  2. shuffles whole serialized episodes in a buffer of `Shuffle.episodes` episodes;
+  3. parses and decodes them a group at a time (`reading.EpisodeParser`, up to
+     `budget.GROUP_EPISODES` episodes per `tf.io.parse_example`) and cuts the group's episodes into
+     units ([U, ...], `units.Unit`), tagging them with the dataset index and the epoch of this
+     dataset they come from;
   4. hands out consecutive units (crossing episode boundaries; units themselves never do) as its
      piece of each block.
-A block holds `Shuffle.units` units (`batch_size` without shuffling): dataset i gives c_i of them,
-the counts drawn per block by `Mix.weights` in chunks of `Mix.granularity` units (a multinomial
-draw; a seeded schedule that repeats every `SCHEDULE_BLOCKS` blocks, the same on every shard). The
-pieces are concatenated, the block is permuted with a stateless seeded permutation and cut into
-batches. Everything per step happens in vectorised ops on whole episodes and blocks: tf.data
-handles one element per episode, block and batch, never one per unit.
+With `cache_dir`, steps 1-3 read decoded episodes from the dataset's cache (`streams.cache`) in a
+fully shuffled episode order instead. A block holds `Shuffle.units` units (`batch_size` without
+shuffling), fewer when the memory budget requires: dataset i gives c_i of them, the counts drawn
+per block by `Mix.weights` in chunks of `Mix.granularity` units (a multinomial draw; a seeded
+schedule that repeats every `SCHEDULE_BLOCKS` blocks, the same on every shard). The pieces are
+concatenated and the block is permuted with a stateless seeded permutation: a block is one tf.data
+element, cut into batches by the exit (`streams.exits`: numpy or tf.data). Everything per step
+happens in vectorised ops on groups of episodes and blocks: tf.data handles one element per group
+of episodes and per block, never one per episode, batch or unit.
 
-Shuffle semantics: the episode buffer holds `Shuffle.episodes` decoded episodes; the block holds
+Shuffle semantics: the episode buffer holds `Shuffle.episodes` serialized episodes; the block holds
 `Shuffle.units` units. Within a block every order is equally likely, so two consecutive elements of
 a batch are any two units of the block: from the same episode or from episodes up to about
 `Shuffle.episodes + Shuffle.units / (shortest episode)` read positions apart. Two units more than
-one block apart in the stream come from different blocks. Memory is bounded by the two buffers
-(plus one block in each stage of the pipeline), never by the dataset size. Every random choice is
-seeded from `seed`, so a seed makes the whole stream reproducible; `seed=None` draws one.
+one block apart in the stream come from different blocks. Memory is bounded by the buffers, each
+sized in bytes against `Shuffle.memory_budget` (`streams.budget`), never by the dataset size.
+Every random choice is seeded from `seed`, so a seed makes the whole stream reproducible;
+`seed=None` draws one.
 """
 
 from __future__ import annotations
@@ -29,19 +35,23 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from rlds_suite.tfds import datasets as datasets_lib
 from rlds_suite.core import episodes as episodes_lib
 from rlds_suite.core import errors
 from rlds_suite.core import fields
+from rlds_suite.core import nested
+from rlds_suite.streams import budget
+from rlds_suite.streams import cache as cache_lib
 from rlds_suite.streams import catalog as catalog_lib
+from rlds_suite.streams import exits
 from rlds_suite.streams import reading
 from rlds_suite.streams import units as units_lib
+from rlds_suite.tfds import datasets as datasets_lib
 
 DATASET_INDEX = 'dataset_index'  # Which of the stream's datasets a unit comes from.
 EPOCH = 'epoch'  # Which pass over that dataset (counted per dataset) a unit comes from.
@@ -53,18 +63,20 @@ DatasetRef = Union[Mapping[str, Any], str, os.PathLike, tfds.core.DatasetBuilder
 
 @dataclasses.dataclass(frozen=True)
 class Shuffle:
-  """Episode buffer size (whole decoded episodes) and block size (units permuted together).
-
-  Memory is about `episodes` decoded episodes plus three blocks of `units` units in flight: a few
-  MiB for state vectors, but 10,240 84x84x4 uint8 frames are 289 MB a block, so lower `units` for
-  large observations.
+  """Shuffle buffers: at most `episodes` episodes in the episode buffer and `units` units per
+  block, both lowered to fit `memory_budget` bytes (default: streams.budget.default_memory_budget(),
+  an eighth of the machine's memory). Sizes are chosen from the bytes of a unit and of an episode
+  (streams.budget); `Stream.description` reports them.
   """
   episodes: int = 16
   units: int = 10_240  # 40 batches of 256.
+  memory_budget: Optional[int] = None
 
   def __post_init__(self):
     if self.episodes < 1 or self.units < 1:
       raise ValueError(f'buffer sizes must be >= 1, got {self}')
+    if self.memory_budget is not None and self.memory_budget <= 0:
+      raise ValueError(f'memory_budget must be > 0 bytes, got {self.memory_budget}')
 
 
 class Exhaustion(enum.Enum):
@@ -237,7 +249,8 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
            env_cfg: Optional[Mapping[str, Any]] = None,
            catalog: Optional[catalog_lib.Catalog] = None,
            step_fields: Optional[Sequence[str]] = None,
-           drop_remainder: bool = True) -> tf.data.Dataset:
+           drop_remainder: bool = True,
+           cache_dir: Optional[Union[str, os.PathLike]] = None) -> exits.Stream:
   """Batches of `unit`s from the datasets, mixed by `mix` (see the module docstring).
 
   `dataset_refs` are il-representations dataset_configs entries (resolved by `catalog` against
@@ -247,9 +260,12 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
   Exhaustion.STOP/DROP each dataset's shards are cut to the same number of units (counted from the
   episode lengths, one extra pass over `is_first`), so every host gets the same number of batches.
   `step_fields` are the step fields kept (default: rlds_suite.core.fields.CORE_STEP_FIELDS).
+  `cache_dir`: decoded steps are cached there (streams.cache) and read back on every epoch.
   """
   if not 0 <= shard_index < num_shards:
     raise ValueError(f'shard_index must be in [0, {num_shards}), got {shard_index}')
+  if batch_size < 1:
+    raise ValueError(f'batch_size must be >= 1, got {batch_size}')
   resolved = resolve_datasets(dataset_refs, env_cfg=env_cfg, catalog=catalog, split=split)
   weights = mix.weights
   if weights is not None and (len(weights) != len(resolved) or min(weights) < 0 or sum(weights) <= 0):
@@ -258,7 +274,7 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
   keep = tuple(step_fields or fields.CORE_STEP_FIELDS)
   repeat = mix.exhaustion is Exhaustion.REPEAT
 
-  readers, epoch_sizes, limits = [], [], []
+  sources = []
   for index, dataset in enumerate(resolved):
     total = sum(count for _, count in dataset.splits)
     bounds = shard_bounds(total, num_shards)
@@ -266,65 +282,130 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
     if stop <= start:
       raise errors.EmptyInputError(
           f'shard {shard_index} of {num_shards} has no episodes ({total} in all)', path=dataset.name)
-    readers.append(reading.read_steps(
-        dataset.builder, _instruction(dataset.splits, start, stop), shuffle_files=shuffle is not None,
-        seed=_seed(seed, index, shard_index, 0), keep=keep))
-    epoch_sizes.append(stop - start)
-    limits.append(None)
+    instruction = _instruction(dataset.splits, start, stop)
+    parser = reading.EpisodeParser(dataset.builder, keep)
+    cache = None if cache_dir is None else cache_lib.open_cache(
+        os.fspath(cache_dir), dataset.name, dataset.builder, instruction, parser)
+    limit = None
     if num_shards > 1 and not repeat:
-      split_all = _instruction(dataset.splits, 0, total)
-      counts = unit.count(reading.episode_lengths(dataset.builder, split_all))
-      limits[-1] = int(min(counts[a:b].sum() for a, b in zip(bounds[:-1], bounds[1:])))
+      counts = unit.count(reading.episode_lengths(dataset.builder,
+                                                  _instruction(dataset.splits, 0, total)))
+      limit = int(min(counts[a:b].sum() for a, b in zip(bounds[:-1], bounds[1:])))
+    sources.append(_Source(dataset, parser, reading.split_files(dataset.builder, instruction),
+                           cache, stop - start, limit))
 
-  specs = [reading.step_spec(r) for r in readers]
-  projections = reading.plan_projection(specs, [d.name for d in resolved], projection)
+  projections = reading.plan_projection([nested.flatten_paths(s.parser.spec) for s in sources],
+                                        [d.name for d in resolved], projection)
+  unit_specs = [_unit_spec(unit, s.parser.spec, project) for s, project in zip(sources, projections)]
+  unit_bytes = max(budget.row_bytes(spec) for spec in unit_specs)
+  step_costs = [budget.row_bytes(nested.flatten_paths(s.parser.spec)) + unit_bytes
+                for s in sources]
+  episode_stats = [s.episode_stats() for s in sources]
+  shuffle_config = shuffle or Shuffle(units=batch_size)
+  sizes = budget.choose(
+      memory_budget=shuffle_config.memory_budget, max_episodes=shuffle_config.episodes,
+      max_block_units=shuffle_config.units if shuffle is not None else batch_size,
+      batch_size=batch_size, unit_bytes=unit_bytes,
+      episode_bytes=[serialized for serialized, _ in episode_stats],
+      episode_cost=[steps * cost for (_, steps), cost in zip(episode_stats, step_costs)],
+      file_buffer_bytes=reading.READ_CYCLE_LENGTH * reading.READ_BUFFER_BYTES)
 
   unit_streams = []
-  for index, (episodes, project) in enumerate(zip(readers, projections)):
-    if shuffle is not None:
-      episodes = episodes.shuffle(shuffle.episodes, seed=_seed(seed, index, shard_index, 1),
-                                  reshuffle_each_iteration=True)
-    if repeat:
-      episodes = episodes.repeat()
-    epoch_size = epoch_sizes[index]
+  for index, (source, project, dataset_sizes) in enumerate(
+      zip(sources, projections, sizes.datasets)):
+    groups = source.groups(shuffle is not None, repeat, dataset_sizes,
+                           seed=lambda stage, i=index: _seed(seed, i, shard_index, stage))
 
-    def to_units(position, steps, index=index, project=project, epoch_size=epoch_size):
-      cut = unit.from_steps(project(steps))
+    def to_units(positions, steps, row_splits, index=index, project=project,
+                 epoch_size=source.epoch_size):
+      cut, episode = unit.from_episodes(project(steps), row_splits)
       count = _size(cut)
       return {**cut,
               DATASET_INDEX: tf.fill([count], tf.constant(index, tf.int32)),
-              EPOCH: tf.fill([count], position // epoch_size)}
+              EPOCH: tf.gather(positions // epoch_size, episode)}
 
-    units = episodes.enumerate().map(to_units, num_parallel_calls=tf.data.AUTOTUNE)
-    if limits[index] is not None:
-      units = _truncate(units, limits[index])
+    units = groups.map(to_units, num_parallel_calls=budget.PARSE_PARALLELISM, deterministic=True)
+    if source.limit is not None:
+      units = _truncate(units, source.limit)
     unit_streams.append(units)
 
   weights = weights if weights is not None else [1.0] * len(unit_streams)
-  block_size = shuffle.units if shuffle is not None else batch_size
   # The same schedule on every shard: equal unit counts then give equal batch counts.
-  schedule = mix_schedule(block_size, weights, mix.granularity, _seed(seed, 3))
+  schedule = mix_schedule(sizes.block_units, weights, mix.granularity, _seed(seed, 3))
   blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion,
                        None if shuffle is None else _seed(seed, shard_index, 2))
-  batches = blocks.rebatch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
-  return batches.with_options(_options())
+  blocks = blocks.prefetch(1).with_options(_options(sizes.memory_budget, cache_dir is not None))
+  return exits.Stream(blocks, batch_size, drop_remainder, sizes,
+                      tuple(d.name for d in resolved),
+                      tuple(tuple(f.filename for f in s.files) for s in sources))
 
 
-def _options() -> tf.data.Options:
-  """Map fusion joins consecutive per-episode maps (decoding, taking the steps) into one: a
-  tf.data element hand-off less per episode, ~10% more batches/s in a graph loop on 2 cores."""
+@dataclasses.dataclass(frozen=True)
+class _Source:
+  """One dataset's shard as groups of decoded episodes: from its files, or from its cache."""
+  dataset: _Dataset
+  parser: reading.EpisodeParser
+  files: list
+  cache: Optional[cache_lib.DecodedCache]
+  epoch_size: int  # Episodes in this shard.
+  limit: Optional[int]  # Units to take (equal counts on every shard), or all.
+
+  def episode_stats(self) -> tuple[float, float]:
+    """(mean serialized bytes, mean steps) of an episode, from the file sizes and one episode."""
+    if self.cache is not None:
+      return 0.0, float(self.cache.row_splits[-1]) / self.cache.num_episodes
+    records = sum(f.examples_in_shard for f in self.files)
+    serialized = sum(tf.io.gfile.stat(f.filename).length for f in self.files) / max(records, 1)
+    first = reading.serialized_episodes(self.files[:1]).take(1)
+    lengths = reading.EpisodeParser(self.dataset.builder, (fields.IS_FIRST,))
+    sample = next(reading.numpy_groups(first.batch(1).map(lambda s: (s, lengths(s)[1])),
+                                       [self.files[0].filename], self.dataset.name))
+    steps_per_byte = float(sample[1][-1]) / max(len(sample[0][0]), 1)
+    return serialized, serialized * steps_per_byte
+
+  def groups(self, shuffle: bool, repeat: bool, sizes: budget.DatasetSizes,
+             seed) -> tf.data.Dataset:
+    """(positions [k] in the stream of episodes, steps [N, ...], row splits [k + 1]) of groups
+    of episodes, shuffled as the module docstring says."""
+    if self.cache is not None:  # Any order is as cheap as any other: all episodes shuffled.
+      episodes = tf.data.Dataset.range(self.cache.num_episodes)
+      if shuffle:
+        episodes = episodes.shuffle(self.cache.num_episodes, seed=seed(1),
+                                    reshuffle_each_iteration=True)
+      read = self.cache.read_group
+    else:
+      shuffle_files = shuffle and not self.dataset.builder.info.disable_shuffling
+      episodes = reading.serialized_episodes(self.files, shuffle_files=shuffle_files, seed=seed(0))
+      if shuffle:
+        episodes = episodes.shuffle(sizes.episodes, seed=seed(1), reshuffle_each_iteration=True)
+      read = self.parser
+    if repeat:
+      episodes = episodes.repeat()
+    return episodes.enumerate().batch(sizes.group_episodes).map(
+        lambda positions, group: (positions, *read(group)))
+
+
+def _unit_spec(unit: units_lib.Unit, step_spec: Mapping[str, Any],
+               project) -> list[tf.TensorSpec]:
+  """Specs of one unit (without its leading axis) of `unit` cut from projected steps."""
+  rows = tf.nest.map_structure(lambda s: tf.TensorSpec([None, *s.shape], s.dtype), step_spec)
+  traced = tf.function(lambda steps, splits: unit.from_episodes(project(steps), splits)[0])
+  outputs = traced.get_concrete_function(rows, tf.TensorSpec([None], tf.int64)).structured_outputs
+  extra = [tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)]  # DATASET_INDEX, EPOCH.
+  return [tf.TensorSpec(t.shape[1:], t.dtype) for t in tf.nest.flatten(outputs)] + extra
+
+
+def _options(memory_budget: int, external_state: bool) -> tf.data.Options:
+  """Map fusion joins consecutive per-group maps (parsing, cutting units) into one hand-off.
+  tf.data's own buffers are not grown past the budget (no injected prefetches, autotune's RAM
+  budget); a cache's reads carry no state that a checkpoint must save."""
   options = tf.data.Options()
   options.experimental_optimization.map_fusion = True
+  options.experimental_optimization.inject_prefetch = False
+  options.autotune.ram_budget = int(memory_budget)
+  if external_state:
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
   return options
-
-
-def as_numpy(dataset: tf.data.Dataset) -> Iterator[Any]:
-  """Batches as nested numpy arrays, for JAX or PyTorch training loops.
-
-      for batch in as_numpy(stream([{}], unit=Transitions(), batch_size=256, seed=0)):
-        loss = train_step(params, batch['observation'], batch['action'])  # np.ndarray [256, ...]
-  """
-  return iter(tfds.as_numpy(dataset))
 
 
 def load_dict_dataset(dataset_configs: Sequence[DatasetRef], *,
@@ -337,8 +418,10 @@ def load_dict_dataset(dataset_configs: Sequence[DatasetRef], *,
   datasets' step specs differ.
   """
   resolved = resolve_datasets(dataset_configs, env_cfg=env_cfg, catalog=catalog, split=split)
-  readers = [reading.read_steps(d.builder, _instruction(d.splits, 0, sum(c for _, c in d.splits)))
-             for d in resolved]
+  instructions = [_instruction(d.splits, 0, sum(c for _, c in d.splits)) for d in resolved]
+  readers = [reading.read_steps(d.builder, i) for d, i in zip(resolved, instructions)]
   reading.plan_projection([reading.step_spec(r) for r in readers], [d.name for d in resolved])
-  episodes = (({fields.STEPS: steps} for steps in tfds.as_numpy(r)) for r in readers)
+  episodes = (({fields.STEPS: steps} for steps in reading.numpy_groups(
+      r, [f.filename for f in reading.split_files(d.builder, i)], d.name))
+              for r, d, i in zip(readers, resolved, instructions))
   return episodes_lib.to_il_representations_dict(e for group in episodes for e in group)

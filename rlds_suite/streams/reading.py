@@ -1,15 +1,16 @@
 """Reading episodes as step tensors, and reconciling the step specs of several datasets.
 
 TFDS returns each episode's steps as a nested tf.data.Dataset; flattening that costs one tf.data
-element per step. We decode the steps of an episode at once instead ([T, ...] tensors): plain
-tensors are already decoded by parsing, encoded ones (PNG images, ZLIB tensors) by TFDS's own
-batch decoding.
+element per step, and even one element per episode is costly (each tf.data hand-off wakes a
+thread). We read the serialized episodes of a dataset's files ourselves and parse many at once
+(`EpisodeParser`: one `tf.io.parse_example`, steps concatenated with row splits): plain tensors
+are decoded by parsing, encoded ones (PNG images, ZLIB tensors) over all the steps at once.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -30,22 +31,94 @@ READ_CYCLE_LENGTH = 16
 READ_BUFFER_BYTES = 1 << 20
 
 
-class StepsDecoder(tfds.decode.Decoder):
-  """Decodes an episode's `steps` feature to {field: [T, ...] tensor}, keeping `keep` fields."""
-
-  def __init__(self, keep: Optional[Sequence[str]] = None):
-    super().__init__()
-    self._keep = None if keep is None else tuple(keep)
-
-  def decode_example(self, serialized_example):
-    step_feature = self.feature.feature
-    names = [k for k in step_feature.keys() if self._keep is None or k in self._keep]
-    return {k: _decode_rows(step_feature[k], serialized_example[k]) for k in names}
+def split_files(builder: tfds.core.DatasetBuilder, split: str) -> list[tfds.core.FileInstruction]:
+  """The files (with records to skip and take) holding `split` ('train', 'train[3:7]+test')."""
+  return list(builder.info.splits[split].file_instructions)
 
 
-def _decode_rows(feature: tfds.features.FeatureConnector, serialized: Any) -> Any:
+def serialized_episodes(files: Sequence[tfds.core.FileInstruction], *, shuffle_files: bool = False,
+                        seed: Optional[int] = None) -> tf.data.Dataset:
+  """One pass over the serialized episodes of `files`.
+
+  In order, files are read one after the other; with `shuffle_files` their order is shuffled
+  (seeded, reshuffled on each pass) and READ_CYCLE_LENGTH are interleaved, one episode from each in
+  turn. File buffers take at most READ_CYCLE_LENGTH x READ_BUFFER_BYTES whatever the dataset.
+  """
+  if not files:
+    raise errors.EmptyInputError('no episodes to read')
+  instructions = tf.data.Dataset.from_tensor_slices(
+      ([f.filename for f in files], np.array([f.skip for f in files], np.int64),
+       np.array([f.take for f in files], np.int64)))
+  if shuffle_files and len(files) > 1:
+    instructions = instructions.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+
+  def records(filename, skip, take):
+    return tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER_BYTES).skip(skip).take(take)
+
+  return instructions.interleave(records, cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
+                                 block_length=1)
+
+
+class EpisodeParser:
+  """Serialized episodes ([k] strings) -> their concatenated steps and row splits, in one op.
+
+  One `tf.io.parse_example` reads the kept step fields of all k episodes; decoding (PNG images,
+  ZLIB tensors, exact float64) then runs over all their steps at once. Episode metadata is skipped.
+  """
+
+  def __init__(self, builder: tfds.core.DatasetBuilder, keep: Optional[Sequence[str]] = None):
+    step_feature = builder.info.features[fields.STEPS].feature
+    names = [k for k in step_feature.keys() if keep is None or k in keep]
+    if fields.IS_FIRST not in names:  # Episode boundaries are read from it.
+      names.append(fields.IS_FIRST)
+    self._leaves = {path: feature for name in names
+                    for path, feature in _leaf_features(step_feature[name], name).items()}
+    self._serialized = {path: _per_step_info(feature, path, builder)
+                        for path, feature in self._leaves.items()}
+    self._features = {f'{fields.STEPS}/{path}': tf.io.RaggedFeature(
+        _wire_dtype(info.dtype), row_splits_dtype=tf.int64)
+                      for path, info in self._serialized.items()}
+    self.spec = nested.unflatten_paths({
+        path: tf.TensorSpec(feature.shape, tf.as_dtype(feature.dtype))
+        for path, feature in self._leaves.items()})
+
+  def __call__(self, serialized: tf.Tensor) -> tuple[dict[str, Any], tf.Tensor]:
+    parsed = tf.io.parse_example(serialized, self._features)
+    row_splits = parsed[f'{fields.STEPS}/{fields.IS_FIRST}'].row_splits
+    steps = {}
+    for path, feature in self._leaves.items():
+      info = self._serialized[path]
+      values = tf.reshape(parsed[f'{fields.STEPS}/{path}'].flat_values, [-1, *info.shape])
+      values = tf.cast(values, info.dtype) if values.dtype != info.dtype else values
+      steps[path] = _decode_rows(feature, values)
+    return nested.unflatten_paths(steps), row_splits
+
+
+def _leaf_features(feature: tfds.features.FeatureConnector,
+                   path: str) -> dict[str, tfds.features.FeatureConnector]:
   if isinstance(feature, tfds.features.FeaturesDict):
-    return {k: _decode_rows(feature[k], serialized[k]) for k in feature.keys()}
+    return {p: f for k in feature.keys() for p, f in _leaf_features(feature[k], f'{path}/{k}').items()}
+  return {path: feature}
+
+
+def _per_step_info(feature: tfds.features.FeatureConnector, path: str,
+                   builder: tfds.core.DatasetBuilder) -> tf.TensorSpec:
+  info = feature.get_serialized_info()
+  if None in info.shape or None in feature.shape:
+    raise errors.SchemaError(f'streams need fixed-shape step fields; this one is '
+                             f'{feature.shape}', path=str(builder.data_dir), field=f'steps/{path}')
+  return tf.TensorSpec(info.shape, tf.as_dtype(info.dtype))
+
+
+def _wire_dtype(dtype: tf.DType) -> tf.DType:
+  """The tf.train.Example list type a value of `dtype` is stored in (as TFDS's parser reads it)."""
+  if dtype.is_integer or dtype.is_bool:
+    return tf.int64
+  return tf.float32 if dtype.is_floating else tf.string
+
+
+def _decode_rows(feature: tfds.features.FeatureConnector, serialized: tf.Tensor) -> tf.Tensor:
+  """Serialized step values [N, ...] of one field -> decoded [N, ...] (vectorised where TFDS is not)."""
   serialized_info, tensor_info = feature.get_serialized_info(), feature.get_tensor_info()
   plain = (type(feature) in (tfds.features.Tensor, tfds.features.Scalar) and
            serialized_info.shape == tensor_info.shape and
@@ -67,44 +140,59 @@ def _is_zlib_tensor(feature: tfds.features.FeatureConnector) -> bool:
 def read_steps(builder: tfds.core.DatasetBuilder, split: str, *, shuffle_files: bool = False,
                seed: Optional[int] = None,
                keep: Optional[Sequence[str]] = None) -> tf.data.Dataset:
-  """Episodes of `split` as {field: [T, ...]} step tensors (episode metadata dropped).
+  """Episodes of `split` as {field: [T, ...]} step tensors, one element per episode.
 
-  With `shuffle_files` the file order is shuffled (seeded, reshuffled each epoch) and files are
-  interleaved; otherwise, and for datasets written in order (`disable_shuffling`), which TFDS
-  refuses to read out of order, episodes come in file order.
-
-  Files are read one at a time in order, or with `shuffle_files` READ_CYCLE_LENGTH at a time:
-  file buffers take at most READ_CYCLE_LENGTH x READ_BUFFER_BYTES (16 MiB), whatever the number
-  and size of files.
+  Files in order, or with `shuffle_files` shuffled and interleaved (see `serialized_episodes`).
   """
+  parser = EpisodeParser(builder, keep)
   shuffle_files = shuffle_files and not builder.info.disable_shuffling
-  read_config = tfds.ReadConfig(
-      shuffle_seed=seed,
-      shuffle_reshuffle_each_iteration=True,
-      try_autocache=False,  # Memory must not grow with the dataset.
-      # Under tf.data service dynamic sharding a worker reads only some files of a split.
-      assert_cardinality=False,
-      num_parallel_calls_for_decode=tf.data.AUTOTUNE,
-      # One file at a time unless shuffled: file order (TFDS requires it for datasets written in
-      # order, `episode_lengths` counts in it).
-      interleave_cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
-      interleave_block_length=1,
-      # Interleaving files, sequentially: a parallel interleave also opens (and buffers) up to as
-      # many files ahead. Parsing and decoding stay parallel; one file is read ahead in parallel.
-      num_parallel_calls_for_interleave_files=None if shuffle_files else tf.data.AUTOTUNE,
-      override_buffer_size=READ_BUFFER_BYTES,
-      # No prefetch between TFDS's decoding and the map below, so that map fusion can join them.
-      skip_prefetch=True)
-  episodes = builder.as_dataset(split=split, shuffle_files=shuffle_files, read_config=read_config,
-                                decoders={fields.STEPS: StepsDecoder(keep)})
-  return episodes.map(lambda episode: episode[fields.STEPS])
+  records = serialized_episodes(split_files(builder, split), shuffle_files=shuffle_files, seed=seed)
+  return records.map(lambda record: parser(record[None])[0],
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
-def episode_lengths(builder: tfds.core.DatasetBuilder, split: str) -> np.ndarray:
-  """Number of steps of every episode of `split`, in file order (reads only `is_first`)."""
-  steps = read_steps(builder, split, keep=(fields.IS_FIRST,))
-  lengths = steps.map(lambda s: tf.shape(s[fields.IS_FIRST], out_type=tf.int64)[0])
-  return np.fromiter(lengths.as_numpy_iterator(), dtype=np.int64)
+def episode_lengths(builder: tfds.core.DatasetBuilder, split: str,
+                    group: int = 256) -> np.ndarray:
+  """Number of steps of every episode of `split`, in file order (parses only `is_first`)."""
+  parser = EpisodeParser(builder, keep=(fields.IS_FIRST,))
+  records = serialized_episodes(split_files(builder, split)).batch(group)
+  lengths = records.map(lambda serialized: parser(serialized)[1],
+                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return np.concatenate([np.diff(s) for s in lengths.as_numpy_iterator()] or [np.zeros(0, np.int64)])
+
+
+def locate_corrupt_file(files: Sequence[str]) -> Optional[tuple[str, str]]:
+  """(file, problem) of the first of `files` whose TFRecord frames do not all read back, or None.
+
+  Used after a stream failed with DataLossError, which does not name the file.
+  """
+  for path in dict.fromkeys(files):
+    try:
+      tf.data.TFRecordDataset(path, buffer_size=READ_BUFFER_BYTES).reduce(
+          tf.constant(0, tf.int64), lambda count, _: count + 1)
+    except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+      return path, e.message.splitlines()[0]
+  return None
+
+
+def corrupt_file_error(files: Sequence[str], error: tf.errors.OpError,
+                       name: str) -> errors.CorruptFileError:
+  """The typed error for a DataLossError met while reading `files` (of dataset `name`)."""
+  located = locate_corrupt_file(files)
+  if located is None:
+    return errors.CorruptFileError(f'a TFRecord shard is corrupt: {error.message.splitlines()[0]}',
+                                   path=name)
+  path, problem = located
+  return errors.CorruptFileError(f'corrupt TFRecord shard of {name}: {problem}', path=path)
+
+
+def numpy_groups(dataset: tf.data.Dataset, files: Sequence[str], name: str) -> Iterator[Any]:
+  """The elements of `dataset` (reading `files`) as numpy; a corrupt file raises
+  CorruptFileError naming it."""
+  try:
+    yield from tfds.as_numpy(dataset)
+  except tf.errors.DataLossError as e:
+    raise corrupt_file_error(files, e, name) from None
 
 
 # ---- Step specs across datasets ----------------------------------------------------------------

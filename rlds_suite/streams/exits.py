@@ -1,0 +1,95 @@
+"""Where a stream's blocks become batches: numpy for JAX/PyTorch, tf.data for TensorFlow.
+
+A stream hands out large shuffled blocks (thousands of units): a tf.data element handed to a
+consumer costs 30-100 us here (the asynchronous IteratorGetNext wakes a thread), so one element
+per 256-unit batch capped the stream far below the rate at which files are read. Batches are cut
+where they are used: `as_numpy` slices each block in numpy (views, no copy), `Stream.dataset`
+rebatches the blocks inside tf.data for TensorFlow loops and `tf.train.Checkpoint`. Both give the
+same batches in the same order: batches of `batch_size` consecutive units of the block sequence
+(a batch may span two blocks where a block is not a multiple of it), the last one short unless
+`drop_remainder`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from rlds_suite.streams import budget as budget_lib
+from rlds_suite.streams import reading
+
+
+@dataclasses.dataclass(frozen=True)
+class Stream:
+  """A stream of shuffled blocks of units and the batches cut from them.
+
+  It behaves as its tf.data exit (`dataset`): `iter(stream)`, `stream.take(n)`,
+  `stream.element_spec` and every other tf.data.Dataset attribute are the batch dataset's.
+  Pass `stream.dataset` where a tf.data.Dataset itself is required (Keras, tf.distribute).
+  """
+  blocks: tf.data.Dataset
+  batch_size: int
+  drop_remainder: bool
+  sizes: budget_lib.Sizes
+  names: tuple[str, ...]
+  files: tuple[tuple[str, ...], ...]  # Per dataset, the files read (to name a corrupt one).
+
+  @property
+  def dataset(self) -> tf.data.Dataset:
+    """The tf.data exit: batches rebatched from the blocks inside tf.data."""
+    return self.blocks.rebatch(self.batch_size, drop_remainder=self.drop_remainder).prefetch(1)
+
+  @property
+  def description(self) -> str:
+    """The datasets and the buffer sizes chosen for them under the memory budget."""
+    lines = [f'stream of batches of {self.batch_size} from {len(self.names)} dataset(s):']
+    lines += [f'  dataset {i}: {name}' for i, name in enumerate(self.names)]
+    return '\n'.join(lines + [self.sizes.describe()])
+
+  def __iter__(self):
+    return iter(self.dataset)
+
+  def __getattr__(self, name: str) -> Any:
+    if name.startswith('__'):
+      raise AttributeError(name)
+    return getattr(self.dataset, name)
+
+  def numpy_batches(self) -> Iterator[Any]:
+    """Batches as nested numpy arrays, cut from the blocks in numpy."""
+    files = [f for group in self.files for f in group]
+    return cut_batches(reading.numpy_groups(self.blocks, files, ', '.join(self.names)),
+                       self.batch_size, self.drop_remainder)
+
+
+def cut_batches(blocks: Iterator[Any], batch_size: int, drop_remainder: bool) -> Iterator[Any]:
+  """Consecutive `batch_size`-unit batches of a sequence of nested numpy blocks (what tf.data's
+  `rebatch` does): views into a block, copies only where a batch spans two blocks."""
+  pending = None
+  for block in blocks:
+    if pending is not None:
+      block = tf.nest.map_structure(lambda a, b: np.concatenate([a, b]), pending, block)
+    size = len(tf.nest.flatten(block)[0])
+    full = size - size % batch_size
+    for start in range(0, full, batch_size):
+      yield tf.nest.map_structure(lambda a, s=start: a[s:s + batch_size], block)
+    pending = tf.nest.map_structure(lambda a: a[full:], block) if full < size else None
+  if pending is not None and not drop_remainder:
+    yield pending
+
+
+def as_numpy(stream: Any) -> Iterator[Any]:
+  """Batches as nested numpy arrays, for JAX or PyTorch training loops.
+
+      for batch in as_numpy(stream([{}], unit=Transitions(), batch_size=256, seed=0)):
+        loss = train_step(params, batch['observation'], batch['action'])  # np.ndarray [256, ...]
+
+  A Stream is cut from its blocks in numpy (one tf.data hand-off per block, not per batch); any
+  other tf.data.Dataset is read element by element.
+  """
+  if isinstance(stream, Stream):
+    return stream.numpy_batches()
+  return iter(tfds.as_numpy(stream))
