@@ -8,31 +8,45 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
+import warnings
 from typing import Optional, Sequence
 
+from rlds_suite.compat import quiet_tensorflow
 from rlds_suite.core import errors
 
 # Command modules under rlds_suite.cli, in the order `--help` lists them.
-COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'convert')
+COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'recover', 'convert', 'export')
+
+
+class _Parser(argparse.ArgumentParser):
+  """argparse, but a mistake is one line (`rlds-suite build: error: ...`) and exit code 2."""
+
+  def error(self, message: str):
+    self.exit(2, f'{self.prog}: error: {message} (see {self.prog} --help)\n')
 
 
 def make_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog='rlds-suite', description='RL/IL demonstrations as RLDS datasets.')
-  subparsers = parser.add_subparsers(dest='command', required=True)
+  parser = _Parser(prog='rlds-suite', description='RL/IL demonstrations as RLDS datasets.')
+  parser.add_argument('--verbose', action='store_true',
+                      help="show TensorFlow's C++ logs and Python warnings")
+  subparsers = parser.add_subparsers(dest='command', required=True, parser_class=_Parser,
+                                     metavar='COMMAND')
   for name in COMMAND_MODULES:
     importlib.import_module(f'rlds_suite.cli.{name}').register(subparsers)
   return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   args = make_parser().parse_args(argv)
+  if args.verbose:
+    quiet_tensorflow.verbose()
+  else:
+    warnings.simplefilter('ignore')
   from absl import logging  # pylint: disable=g-import-not-at-top
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  logging.set_verbosity(logging.ERROR)
+  if not args.verbose:
+    logging.set_verbosity(logging.ERROR)
   tfds.disable_progress_bar()
   try:
     return int(args.func(args) or 0)

@@ -46,5 +46,8 @@ def run(args) -> int:
                               progress=not args.no_progress)
   finally:
     env.close()
-  print(json.dumps({'out': args.out, 'episodes_written': writer.num_episodes_written}))
+  summary = {'out': args.out, 'episodes_written': writer.num_episodes_written}
+  if writer.recovery_report.changed:  # What a killed earlier run left, salvaged first.
+    summary['recovered'] = writer.recovery_report.summary()
+  print(json.dumps(summary))
   return 0

@@ -69,6 +69,11 @@ class MissingDependencyError(RLDSSuiteError, ImportError):
   """An optional dependency is needed for this feature and is not installed."""
 
 
+class UnfinishedRecordingError(RLDSSuiteError, RuntimeError):
+  """A dataset directory is being recorded into, or holds an interrupted recording's unfinished
+  shards (`rlds-suite recover DIR` salvages them)."""
+
+
 @contextlib.contextmanager
 def located(path: PathLike) -> Iterator[None]:
   """Attributes rlds_suite errors raised inside the block to `path` when they name no file yet."""

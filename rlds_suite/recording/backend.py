@@ -6,13 +6,14 @@
 
 The environment loop only appends EnvLogger `StepData` to the episode in flight, as EnvLogger's
 in-memory backend does. When the episode is over (the next reset, `close()`, or a signal) it joins
-the pending batch. A batch (a shard's worth of episodes, or fewer once their steps hold
-MAX_BATCH_BYTES) goes to a worker (`background`: the caller's thread by default, or a thread),
-which converts its episodes together with `rlds_suite.core.episodes.to_episodes` (the one place with
-boundary rules; each ending as its last timestep says: discount 0 -> terminated, otherwise
-truncated), serializes them (`serialization.serialize_batch`) and appends them to a
-`ShardedDatasetWriter`, which makes every completed shard durable; metadata is written per
-completed shard and at close.
+the pending batch. A batch (a shard's worth of episodes, fewer once their steps hold
+MAX_BATCH_BYTES, or whatever ended episodes wait when `flush_seconds` have passed) goes to a worker
+(`background`: the caller's thread by default, or a thread), which converts its episodes together
+with `rlds_suite.core.episodes.to_episodes` (the one place with boundary rules; each ending as its
+last timestep says: discount 0 -> terminated, otherwise truncated), serializes them
+(`serialization.serialize_batch`), appends them to the open shard file of a `ShardedDatasetWriter`
+and flushes it: from then on a SIGKILL cannot lose them (`recovery` salvages the unfinished shard).
+Metadata is written per completed shard and at close.
 Converting many episodes at once is what makes the per-step cost small: Python work per episode,
 not per step, was the whole cost for short episodes of small observations. `checkpoint` and
 `close` write the pending batch and drain the worker first. An episode that cannot be written (a
@@ -34,6 +35,7 @@ import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import dm_env
+from absl import logging
 from envlogger import step_data
 from envlogger.backends import backend_writer
 import numpy as np
@@ -45,6 +47,7 @@ from rlds_suite.core import fields
 from rlds_suite.core import nested
 from rlds_suite.core.episodes import Episode, EpisodeBatch, TrajectoryBatch, to_episodes
 from rlds_suite.recording import background
+from rlds_suite.recording import recovery
 from rlds_suite.recording import serialization
 from rlds_suite.recording import shards
 from rlds_suite.recording import step_features as step_features_lib
@@ -67,13 +70,15 @@ class RLDSWriter(backend_writer.BackendWriter):
   `episode_metadata_features`; step and episode metadata not given are inferred from the first
   episode's values.
 
-  A shard is completed after `max_episodes_per_shard` episodes, `max_bytes_per_shard` bytes, or at
-  the first episode end `max_seconds_per_shard` seconds after its first episode ended, whichever
-  comes first: fast environments get few large shards, slow ones a shard (and fresh metadata) at
-  least every minute by default. A killed process loses at most the episodes of the open shard
-  (and, with a writer thread, the batches in its queue): they wait in memory, unconverted, until
-  the shard's last episode ends (or their steps hold MAX_BATCH_BYTES), which is when the shard
-  would have become durable anyway.
+  Every ended episode is written to the open shard file and flushed within `flush_seconds` of its
+  end (at once when `flush_seconds` have passed since the last write, as with long episodes), so a
+  killed process loses only the episodes of its last `flush_seconds` and the one in flight (and,
+  with a writer thread, the batches in its queue). Opening a directory that a killed recording left
+  salvages its unfinished shard first (`recovery.recover`; the report is `recovery_report`). While
+  the writer is open it holds the directory's lock: a second writer or `recover` is refused.
+  A shard is completed (renamed into place, metadata rewritten, so readers see it) after
+  `max_episodes_per_shard` episodes, `max_bytes_per_shard` bytes, or at the first episode end
+  `max_seconds_per_shard` seconds after its first episode ended, whichever comes first.
 
   `writer_thread`: by default (False) batches are converted and written in the caller's thread, so
   the recording overhead is exactly the writer's CPU time. True: on a background thread, with at
@@ -99,6 +104,7 @@ class RLDSWriter(backend_writer.BackendWriter):
                max_episodes_per_shard: int = 1000,
                max_bytes_per_shard: int = 256 << 20,
                max_seconds_per_shard: float = 60.0,
+               flush_seconds: float = 5.0,
                dataset_metadata: Optional[Mapping[str, Any]] = None,
                max_pending_batches: int = 2,
                writer_thread: bool = False,
@@ -123,6 +129,9 @@ class RLDSWriter(backend_writer.BackendWriter):
     self._max_bytes = max_bytes_per_shard
     self._max_seconds = max_seconds_per_shard
     self._shard_deadline: Optional[float] = None  # When the open shard is due, on time.monotonic.
+    self._flush_seconds = flush_seconds
+    self._flush_at: Optional[float] = None  # When the pending episodes are due on disk.
+    self._last_flush = time.monotonic()
     self._dataset_metadata = dict(dataset_metadata or {})
     self._serializer: Optional[serialization.EpisodeSerializer] = None
     self._shards: Optional[shards.ShardedDatasetWriter] = None
@@ -135,6 +144,14 @@ class RLDSWriter(backend_writer.BackendWriter):
     self.num_episodes_discarded = 0
     self._row_paths = (frozenset(self._image_fields) |
                        serialization.row_encoded_paths(self._declared_steps))
+    self._lock = recovery.DirectoryLock(self.data_directory)
+    try:
+      self.recovery_report = recovery.recover(self.data_directory, lock=self._lock)
+    except BaseException:
+      self._lock.release()
+      raise
+    if self.recovery_report.changed:
+      logging.warning('%s', self.recovery_report)
     self._worker = (background.BackgroundWorker(f'RLDSWriter({self.data_directory})',
                                                 max_pending_batches)
                     if writer_thread else background.InlineWorker())
@@ -146,7 +163,9 @@ class RLDSWriter(backend_writer.BackendWriter):
 
   def _record_step(self, data: step_data.StepData, is_new_episode: bool) -> None:
     steps = self._steps  # One read: a signal handler may hand the episode off in between.
-    if not is_new_episode and not self._closed and self._worker.error is None:
+    flush_at = self._flush_at
+    if (not is_new_episode and not self._closed and self._worker.error is None and
+        (flush_at is None or time.monotonic() < flush_at)):
       if steps is not None:
         steps.append(data)
       return
@@ -157,6 +176,10 @@ class RLDSWriter(backend_writer.BackendWriter):
         self._write_episode_in_flight()
         self._steps = [data]
         self._episode_metadata = None
+      else:
+        if steps is not None:
+          steps.append(data)
+        self._submit_pending()  # Ended episodes waited flush_seconds.
 
   def set_episode_metadata(self, data: Any) -> None:
     with self._operation():
@@ -175,16 +198,19 @@ class RLDSWriter(backend_writer.BackendWriter):
       self._closed = True
       atexit.unregister(self._close_at_exit)
       try:
-        self._write_episode_in_flight()
-        self._submit_pending()
-        self._worker.submit(self._close_shards)
-      finally:
         try:
-          self._worker.close()
-        except BaseException:
-          with contextlib.suppress(Exception):  # The thread's own error is the one to raise.
-            self._close_shards()  # Keeps the episodes written before the failure.
-          raise
+          self._write_episode_in_flight()
+          self._submit_pending()
+          self._worker.submit(self._close_shards)
+        finally:
+          try:
+            self._worker.close()
+          except BaseException:
+            with contextlib.suppress(Exception):  # The thread's own error is the one to raise.
+              self._close_shards()  # Keeps the episodes written before the failure.
+            raise
+      finally:
+        self._lock.release()
 
   # rlds_suite additions.
 
@@ -260,11 +286,16 @@ class RLDSWriter(backend_writer.BackendWriter):
     if now >= deadline:
       self._submit_pending()
       self._worker.submit(self._finish_shard)
-    elif len(self._pending) >= self._max_episodes or self._pending_bytes >= MAX_BATCH_BYTES:
+    elif (len(self._pending) >= self._max_episodes or self._pending_bytes >= MAX_BATCH_BYTES or
+          now - self._last_flush >= self._flush_seconds):
       self._submit_pending()
+    elif self._flush_at is None:
+      self._flush_at = now + self._flush_seconds
 
   def _submit_pending(self) -> None:
+    """Hands the ended episodes to the worker, which writes and flushes them."""
     pending, self._pending, self._pending_bytes = self._pending, [], 0
+    self._flush_at, self._last_flush = None, time.monotonic()
     if pending:
       self._worker.submit(lambda: self._write_episodes(pending))
 
@@ -290,6 +321,7 @@ class RLDSWriter(backend_writer.BackendWriter):
       if (self._shards.open_shard_examples >= self._max_episodes or
           self._shards.open_shard_bytes >= self._max_bytes):
         self._finish_shard()
+    self._shards.flush()
 
   def _finish_shard(self) -> None:
     if self._shards is not None:

@@ -1,7 +1,9 @@
-"""Crash-safe sequential TFDS shards: each shard is written to a hidden temporary file and renamed
-into place when complete, and the metadata (dataset_info.json, features.json with shard lengths) is
-rewritten, also by rename, right after. A directory therefore always holds complete shards and
-metadata naming exactly those shards, whenever the process dies.
+"""Crash-safe sequential TFDS shards. The open shard is a hidden '.NAME.in_progress' file that
+examples are appended to as they come (`flush` hands them to the OS: TFRecord frames are
+self-delimiting and checksummed, so what a killed process flushed is recoverable record by record,
+see `recovery`); a complete shard is renamed into place and the metadata (dataset_info.json,
+features.json with shard lengths) is rewritten, also by rename, right after. The listed shards are
+therefore always complete and the metadata names exactly those, whenever the process dies.
 
 The files follow TFDS's SequentialWriter layout ('{name}-{split}.tfrecord-{SHARD_INDEX}'), so the
 directory loads with `tfds.builder_from_directory`, and a later run appends new shards.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
@@ -20,7 +22,9 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import errors
 
 _TEMPLATE = '{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_INDEX}'
-_IN_PROGRESS = '.in_progress'
+IN_PROGRESS_SUFFIX = '.in_progress'
+# Metadata is staged in a hidden directory with this prefix, then renamed file by file.
+METADATA_STAGING_PREFIX = '.metadata-'
 
 
 class ShardedDatasetWriter:
@@ -32,8 +36,7 @@ class ShardedDatasetWriter:
     self.directory = os.fspath(directory)
     self.split = split
     os.makedirs(self.directory, exist_ok=True)
-    self._remove_in_progress_files()
-    existing = _existing_info(self.directory)
+    existing = read_info(self.directory)
     if existing is not None:
       _check_compatible(existing, name, features, self.directory)
       self.info = existing
@@ -48,10 +51,8 @@ class ShardedDatasetWriter:
           metadata=tfds.core.MetadataDict(metadata or {}), disable_shuffling=True)
       self.info.set_file_format('tfrecord')
       self._shard_lengths, self._num_bytes = [], 0
-    self._template = tfds.core.ShardedFileTemplate(
-        data_dir=self.directory, template=_TEMPLATE, dataset_name=self.info.name,
-        split=split, filetype_suffix='tfrecord')
-    self._recover_unlisted_shards()
+    self._template = shard_template(self.directory, self.info.name, split)
+    self._check_nothing_unfinished()
     self._writer: Optional[tf.io.TFRecordWriter] = None
     self._shard_examples = 0
     self._shard_bytes = 0
@@ -77,10 +78,16 @@ class ShardedDatasetWriter:
 
   def write(self, serialized: bytes) -> None:
     if self._writer is None:
-      self._writer = tf.io.TFRecordWriter(_in_progress(self._shard_path(len(self._shard_lengths))))
+      path = in_progress_path(self._shard_path(len(self._shard_lengths)))
+      self._writer = tf.io.TFRecordWriter(path)
     self._writer.write(serialized)
     self._shard_examples += 1
     self._shard_bytes += len(serialized)
+
+  def flush(self) -> None:
+    """Hands the open shard's buffered records to the OS: they survive the process being killed."""
+    if self._writer is not None:
+      self._writer.flush()
 
   def finish_shard(self) -> None:
     """Closes the open shard (if it has examples), renames it into place, rewrites metadata."""
@@ -90,8 +97,8 @@ class ShardedDatasetWriter:
     self._writer.close()
     self._writer = None
     final = self._shard_path(len(self._shard_lengths))
-    _fsync(_in_progress(final))
-    os.replace(_in_progress(final), final)
+    fsync(in_progress_path(final))
+    os.replace(in_progress_path(final), final)
     self._shard_lengths.append(self._shard_examples)
     self._num_bytes += self._shard_bytes
     self._shard_examples = self._shard_bytes = 0
@@ -99,20 +106,7 @@ class ShardedDatasetWriter:
 
   def write_metadata(self) -> None:
     """Writes dataset_info.json and features.json for the completed shards, each by rename."""
-    split_info = tfds.core.SplitInfo(
-        name=self.split, shard_lengths=list(self._shard_lengths), num_bytes=self._num_bytes,
-        filename_template=self._template)
-    others = [info for key, info in self.info.splits.items() if key != self.split]
-    self.info.set_splits(tfds.core.SplitDict(others + [split_info]))
-    staging = tempfile.mkdtemp(prefix='.metadata-', dir=self.directory)
-    try:
-      self.info.write_to_directory(staging)
-      for filename in sorted(os.listdir(staging)):
-        source = os.path.join(staging, filename)
-        _fsync(source)
-        os.replace(source, os.path.join(self.directory, filename))
-    finally:
-      shutil.rmtree(staging, ignore_errors=True)
+    write_metadata(self.directory, self.info, self.split, self._shard_lengths, self._num_bytes)
 
   def close(self) -> None:
     self.finish_shard()
@@ -120,35 +114,49 @@ class ShardedDatasetWriter:
   def _shard_path(self, index: int) -> str:
     return os.fspath(self._template.sharded_filepath(shard_index=index, num_shards=None))
 
-  def _remove_in_progress_files(self) -> None:
-    """Drops what a killed run left unfinished: open shards and staged metadata."""
-    for filename in os.listdir(self.directory):
-      path = os.path.join(self.directory, filename)
-      if filename.startswith('.') and filename.endswith(_IN_PROGRESS):
-        os.remove(path)
-      elif filename.startswith('.metadata-') and os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-
-  def _recover_unlisted_shards(self) -> None:
-    """Adds complete shards renamed into place by a run killed before it rewrote the metadata."""
-    recovered = False
-    while os.path.exists(self._shard_path(len(self._shard_lengths))):
-      path = self._shard_path(len(self._shard_lengths))
-      records = [len(r.numpy()) for r in tf.data.TFRecordDataset(path)]
-      self._shard_lengths.append(len(records))
-      self._num_bytes += sum(records)
-      recovered = True
-    if recovered:
-      self.write_metadata()
+  def _check_nothing_unfinished(self) -> None:
+    """Refuses to write over what an interrupted run left: `recovery.recover` salvages it first."""
+    path = self._shard_path(len(self._shard_lengths))
+    for leftover in (path, in_progress_path(path)):
+      if os.path.exists(leftover):
+        raise errors.UnfinishedRecordingError(
+            f'{os.path.basename(leftover)} is not listed in the metadata: an interrupted recording '
+            f'left it; run rlds-suite recover', path=self.directory)
 
 
-def _existing_info(directory: str) -> Optional[tfds.core.DatasetInfo]:
+def shard_template(directory: str, name: str, split: str) -> tfds.core.ShardedFileTemplate:
+  return tfds.core.ShardedFileTemplate(data_dir=directory, template=_TEMPLATE, dataset_name=name,
+                                       split=split, filetype_suffix='tfrecord')
+
+
+def write_metadata(directory: str, info: tfds.core.DatasetInfo, split: str,
+                   shard_lengths: Sequence[int], num_bytes: int) -> None:
+  """Rewrites dataset_info.json and features.json of `directory` so that `split` lists
+  `shard_lengths`; each file is staged, fsynced and renamed into place."""
+  split_info = tfds.core.SplitInfo(
+      name=split, shard_lengths=list(shard_lengths), num_bytes=num_bytes,
+      filename_template=shard_template(directory, info.name, split))
+  others = [value for key, value in info.splits.items() if key != split]
+  info.set_splits(tfds.core.SplitDict(others + [split_info]))
+  staging = tempfile.mkdtemp(prefix=METADATA_STAGING_PREFIX, dir=directory)
+  try:
+    info.write_to_directory(staging)
+    for filename in sorted(os.listdir(staging)):
+      source = os.path.join(staging, filename)
+      fsync(source)
+      os.replace(source, os.path.join(directory, filename))
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def read_info(directory: str) -> Optional[tfds.core.DatasetInfo]:
+  """The metadata of the dataset in `directory`, or None if it has none yet."""
   if not os.path.exists(os.path.join(directory, 'dataset_info.json')):
     return None
   try:
     return tfds.builder_from_directory(directory).info
   except Exception as e:  # pylint: disable=broad-except
-    raise errors.SchemaError(f'cannot append: existing metadata does not load: {e}',
+    raise errors.SchemaError(f'existing metadata does not load: {e}',
                              path=directory) from e
 
 
@@ -163,11 +171,11 @@ def _check_compatible(info: tfds.core.DatasetInfo, name: str,
         path=directory, field='features.json')
 
 
-def _in_progress(path: str) -> str:
+def in_progress_path(path: str) -> str:
   """The hidden name a shard has while it is written."""
-  return os.path.join(os.path.dirname(path), '.' + os.path.basename(path) + _IN_PROGRESS)
+  return os.path.join(os.path.dirname(path), '.' + os.path.basename(path) + IN_PROGRESS_SUFFIX)
 
 
-def _fsync(path: str) -> None:
+def fsync(path: str) -> None:
   with open(path, 'rb') as f:
     os.fsync(f.fileno())

@@ -13,6 +13,7 @@ from rlds_suite.core import fields
 from rlds_suite.core import nested
 from rlds_suite.core import validation
 from rlds_suite.core.episodes import Episode
+from rlds_suite.tfds import registry
 
 Source = Union[str, os.PathLike, tfds.core.DatasetBuilder]
 
@@ -24,11 +25,20 @@ def load_builder(source: Source, data_dir: Optional[str] = None) -> tfds.core.Da
   path = os.fspath(source)
   if os.path.isdir(path):
     try:
-      return tfds.builder_from_directory(_version_dir(path))
+      builder = tfds.builder_from_directory(_version_dir(path))
     except errors.RLDSSuiteError:
       raise
     except Exception as e:  # pylint: disable=broad-except
       raise errors.SchemaError(f'not a TFDS dataset directory: {e}', path=path) from e
+    if not any(split.num_examples for split in builder.info.splits.values()):
+      # What a recorder leaves before its first shard completes (TFDS: 'Instruction [] corresponds
+      # to no data!').
+      raise errors.UnfinishedRecordingError(
+          f'no complete shard yet: recording in progress or interrupted: run rlds-suite recover '
+          f'{path}', path=path)
+    return builder
+  _check_not_a_file(path, 'a dataset directory or a registered dataset name')
+  registry.check_name(path)
   try:
     builder = tfds.builder(path, data_dir=data_dir)
   except Exception as e:  # pylint: disable=broad-except
@@ -45,6 +55,9 @@ def build(name: str, manual_dir: Optional[str] = None, data_dir: Optional[str] =
   """Prepares the registered dataset `name` ('builder/config'), reading native files from
   `manual_dir`; `builder_kwargs` go to the builder (e.g. d4rl's time_limit). A failed build leaves
   only TFDS's `incomplete.*` directory behind."""
+  registry.check_name(name)
+  if manual_dir is not None:
+    _check_not_a_file(manual_dir, 'a directory of native files (--manual_dir)')
   if manual_dir is not None and not any(os.scandir(manual_dir) if os.path.isdir(manual_dir) else ()):
     # TFDS itself stops on an empty manual_dir with a bare AssertionError.
     raise errors.EmptyInputError('manual_dir is missing or empty', path=manual_dir)
@@ -52,6 +65,11 @@ def build(name: str, manual_dir: Optional[str] = None, data_dir: Optional[str] =
   builder.download_and_prepare(
       download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   return builder
+
+
+def _check_not_a_file(path: str, expected: str) -> None:
+  if os.path.isfile(path):
+    raise errors.SchemaError(f'is a file; expected {expected}', path=path)
 
 
 def _version_dir(path: str) -> str:
