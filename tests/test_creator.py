@@ -1,0 +1,304 @@
+"""The creator in-process: study CRUD and permissions, play over the WebSocket, episode states,
+replay, tags and notes, downloads with every option checked step by step against what was played,
+and restart reconciliation."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import zipfile
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from rlds_suite.core import errors
+from rlds_suite.creator import export as export_lib
+from rlds_suite.creator import keymaps
+from rlds_suite.creator import recorder as recorder_lib
+from rlds_suite.creator import storage as storage_lib
+from rlds_suite.tfds import datasets
+from tests import creator_helpers as h
+
+pytest.importorskip('gymnasium')
+
+LEFT, RIGHT = ['left'], ['right']
+
+
+def run(coro):
+  return asyncio.run(coro)
+
+
+def load_steps(directory: str) -> dict[str, dict]:
+  """episode_id -> numpy steps of a dataset directory."""
+  builder = tfds.builder_from_directory(directory)
+  return {e['episode_id'].decode(): e for e in datasets.numpy_episodes(
+      builder.as_dataset(split='train'))}
+
+
+async def _play_one(client, study, token, keys, accept=True):
+  """Plays CartPole with `keys` (one per step) until it ends, gives the verdict, waits until saved."""
+  player = await h.Player.connect(client, study['id'], token)
+  await player.start(study['environments'][0]['id'])
+  steps = await player.play_synchronous(keys)
+  ended = await player.until('ended')
+  await player.send(type='verdict', accept=accept)
+  saving = await player.until('saving')
+  await player.ws.close()
+  state = storage_lib.COMPLETED if accept else storage_lib.REJECTED
+  row = await h.wait_state(client, ended['episode_id'], state)
+  return row, steps, player
+
+
+def test_study_crud_and_permissions(tmp_path):
+  async def body():
+    async with h.running(str(tmp_path)) as client:
+      assert (await client.get('/api/studies')).status == 403
+      assert (await client.get('/api/studies', headers=h.designer('wrong-token'))).status == 403
+      study = await h.make_study(client)
+      assert study['environments'][0]['spec'] == 'gymnasium:CartPole-v1'
+      player, token = await h.enroll(client, study)
+      as_player = h.designer(token)
+      # A player cannot list, create, edit, delete or download.
+      assert (await client.get('/api/studies', headers=as_player)).status == 403
+      assert (await client.post('/api/studies', headers=as_player, json={'name': 'x'})).status == 403
+      assert (await client.put(f'/api/studies/{study["id"]}', headers=as_player,
+                               json={'name': 'y'})).status == 403
+      assert (await client.delete(f'/api/studies/{study["id"]}', headers=as_player)).status == 403
+      assert (await client.post('/api/download', headers=as_player,
+                                json={'study_id': study['id']})).status == 403
+      # The study link is needed to enrol; the public view hides the join code.
+      assert (await client.post(f'/api/studies/{study["id"]}/enroll',
+                                json={'join': 'guess', 'name': 'eve'})).status == 403
+      public = await (await client.get(f'/api/studies/{study["id"]}/public',
+                                       headers=as_player)).json()
+      assert 'join_code' not in public and public['instructions'] == 'Play well.'
+      assert (await client.get(f'/api/studies/{study["id"]}/public')).status == 403
+      # Edit, list, names that could act as paths.
+      edited = await (await client.put(f'/api/studies/{study["id"]}', headers=h.designer(),
+                                       json={'name': 'renamed', 'active': False})).json()
+      assert edited['name'] == 'renamed' and not edited['active']
+      listed = await (await client.get('/api/studies', headers=h.designer())).json()
+      assert [s['name'] for s in listed] == ['renamed']
+      for bad in ('../etc', 'a/b', '..', 'x\\y'):
+        response = await client.post('/api/studies', headers=h.designer(), json={
+            'name': bad, 'environments': [h.CARTPOLE]})
+        assert response.status == 400, bad
+        response = await client.post('/api/studies', headers=h.designer(), json={
+            'name': 'ok', 'environments': [{**h.CARTPOLE, 'name': bad}]})
+        assert response.status == 400, bad
+      assert (await client.post(f'/api/studies/{study["id"]}/enroll', json={
+          'join': study['join_code'], 'name': '../admin'})).status == 400
+      assert (await client.get('/static/../creator.db')).status in (403, 404)
+      assert (await client.get('/static/%2e%2e/server.py')).status in (403, 404)
+      # A stopped study cannot be played.
+      p = await h.Player.connect(client, study['id'], token)
+      await p.send(type='start', environment_id=study['environments'][0]['id'])
+      assert 'not running' in (await p.until('error'))['error']
+      await p.ws.close()
+      # Delete.
+      assert (await client.delete(f'/api/studies/{study["id"]}', headers=h.designer())).status == 200
+      assert (await client.get(f'/api/studies/{study["id"]}', headers=h.designer())).status == 404
+  run(body())
+
+
+def test_players_only_reach_their_own_study_and_episodes(tmp_path):
+  async def body():
+    async with h.running(str(tmp_path)) as client:
+      one, two = await h.make_study(client), await h.make_study(client)
+      _, token_one = await h.enroll(client, one, 'ada')
+      _, token_other = await h.enroll(client, one, 'bob')
+      _, token_two = await h.enroll(client, two, 'cy')
+      row, _, _ = await _play_one(client, one, token_one, [LEFT] * 20)
+      # Another study's player cannot connect to this study's play loop nor see its study.
+      intruder = await h.Player.connect(client, one['id'], token_two)
+      assert 'not enrolled' in (await intruder.until('error'))['error']
+      assert (await client.get(f'/api/studies/{one["id"]}/public',
+                               headers=h.designer(token_two))).status == 403
+      # Players see only their own episodes.
+      for token, expected in ((token_one, [row['id']]), (token_other, []), (token_two, [])):
+        listed = await (await client.get('/api/episodes', headers=h.designer(token))).json()
+        assert [r['id'] for r in listed] == expected
+        status = (await client.get(f'/api/episodes/{row["id"]}/steps',
+                                   headers=h.designer(token))).status
+        assert status == (200 if expected else 403)
+  run(body())
+
+
+def test_play_replay_tags_and_download(tmp_path):
+  async def body():
+    async with h.running(str(tmp_path)) as client:
+      study = await h.make_study(client)
+      player, token = await h.enroll(client, study)
+      keys = [LEFT, RIGHT, RIGHT, LEFT, ['left', 'space'], RIGHT] * 5
+      row, steps, p = await _play_one(client, study, token, keys)
+      n_actions = len(steps)
+      assert row['num_steps'] == n_actions + 1 and row['stored']
+      assert [s['action'] for s in steps] == [0 if 'left' in k else 1 for k in keys[:n_actions]]
+      assert all(img[:2] == b'\xff\xd8' for img in p.images)  # JPEG frames.
+      # Replay data: the same actions, keys and rewards, with frames.
+      replay = await (await client.get(f'/api/episodes/{row["id"]}/steps',
+                                       headers=h.designer(token))).json()
+      assert replay['num_steps'] == n_actions + 1 and replay['has_frames']
+      assert replay['action'][:n_actions] == [s['action'] for s in steps]
+      assert replay['keys'][:n_actions] == [s['keys'] for s in steps]
+      assert replay['keys'][0] == 'left' and replay['keys'][4] == 'left+space'
+      assert replay['reward'][:n_actions] == [s['reward'] for s in steps]
+      frame = await client.get(f'/api/episodes/{row["id"]}/frames/3', headers=h.designer())
+      assert frame.status == 200 and (await frame.read())[:2] == b'\xff\xd8'
+      # Tags and notes (the player annotates their own episode; the designer too).
+      await client.post(f'/api/episodes/{row["id"]}/annotate', headers=h.designer(token), json={
+          'add_tags': ['good', 'tmp'], 'notes': 'steady hands', 'add_step_tags': [[2, 'goal'],
+                                                                                  [5, 'goal']]})
+      annotated = await (await client.post(f'/api/episodes/{row["id"]}/annotate',
+                                           headers=h.designer(), json={
+          'remove_tags': ['tmp'], 'add_step_tags': [[3, 'wobble']],
+          'remove_step_tags': [[5, 'goal']]})).json()
+      assert annotated['tags'] == ['good'] and annotated['notes'] == 'steady hands'
+      assert annotated['step_tags'] == {'2': ['goal'], '3': ['wobble']}
+      bad = await client.post(f'/api/episodes/{row["id"]}/annotate', headers=h.designer(),
+                              json={'add_tags': ['../x']})
+      assert bad.status == 400
+      # Download as a zip: metadata kept, step tags as fields, no cut.
+      response = await client.post('/api/download', headers=h.designer(),
+                                   json={'study_id': study['id']})
+      assert response.status == 200
+      out = tmp_path / 'unzipped'
+      zipfile.ZipFile(io.BytesIO(await response.read())).extractall(out)
+      (directory,) = {os.path.dirname(str(p)) for p in out.rglob('dataset_info.json')}
+      builder = tfds.builder_from_directory(directory)
+      assert builder.info.metadata['environment']['spec'] == 'gymnasium:CartPole-v1'
+      assert builder.info.metadata['export_options']['strip_metadata'] is False
+      episode = load_steps(directory)[row['id']]['steps']
+      np.testing.assert_array_equal(episode['action'][:n_actions], [s['action'] for s in steps])
+      assert [k.decode() for k in episode['keys'][:n_actions]] == [s['keys'] for s in steps]
+      np.testing.assert_array_equal(np.flatnonzero(episode['tag:goal']), [2])
+      np.testing.assert_array_equal(np.flatnonzero(episode['tag:wobble']), [3])
+      assert episode['frame'].shape == (n_actions + 1, 400, 600, 3)
+      assert bool(episode['is_last'][-1]) and episode['is_terminal'][-1] == (row['ending'] == 'terminated')
+      assert datasets.validate(directory).ok
+      # Directory export, metadata stripped, cut at the first 'wobble' step (truncated there).
+      response = await client.post('/api/download', headers=h.designer(), json={
+          'study_id': study['id'], 'format': 'directory', 'strip_metadata': True,
+          'end_tags': ['wobble'], 'tags': ['good']})
+      (directory,) = (await response.json())['directories']
+      episode = load_steps(directory)[row['id']]['steps']
+      assert set(episode) >= {'tag:goal', 'tag:wobble'}
+      assert not set(episode) & set(recorder_lib.METADATA_FIELDS)
+      assert len(episode['is_first']) == 4
+      np.testing.assert_array_equal(episode['action'][:3], [s['action'] for s in steps[:3]])
+      assert episode['is_last'][3] and not episode['is_terminal'].any()
+      np.testing.assert_array_equal(episode['discount'], np.ones(4))
+      assert datasets.validate(directory).ok
+      meta = tfds.builder_from_directory(directory).info.metadata
+      assert meta['export_options']['end_tags'] == ['wobble'] and meta['selection']['tags'] == ['good']
+      # Without tag fields; a tag filter that matches nothing is refused in one line.
+      response = await client.post('/api/download', headers=h.designer(), json={
+          'study_id': study['id'], 'format': 'directory', 'step_tag_fields': False})
+      (directory,) = (await response.json())['directories']
+      assert not any(k.startswith('tag:') for k in load_steps(directory)[row['id']]['steps'])
+      response = await client.post('/api/download', headers=h.designer(), json={
+          'study_id': study['id'], 'tags': ['nothing']})
+      assert response.status == 400 and 'no stored episode' in (await response.json())['error']
+  run(body())
+
+
+def test_episode_states(tmp_path):
+  async def body():
+    async with h.running(str(tmp_path), pause_timeout=0.2) as client:
+      study = await h.make_study(client, record_frames=False)
+      env_id = study['environments'][0]['id']
+      _, token = await h.enroll(client, study)
+      rejected, _, _ = await _play_one(client, study, token, [LEFT] * 20, accept=False)
+      # Cancelled mid-episode.
+      p = await h.Player.connect(client, study['id'], token)
+      await p.start(env_id)
+      await p.play_synchronous([RIGHT, RIGHT])
+      await p.send(type='cancel')
+      cancelled = (await p.until('saving'))['episode_id']
+      # ENTER: a new episode; then the connection is lost mid-episode.
+      await p.send(type='new')
+      await p.until('step')
+      await p.step(LEFT)
+      await p.ws.close()
+      await h.wait_state(client, cancelled, storage_lib.CANCELLED)
+      # Paused past the timeout.
+      q = await h.Player.connect(client, study['id'], token)
+      await q.start(env_id)
+      await q.step(LEFT)
+      await q.send(type='pause')
+      await asyncio.sleep(0.4)
+      await q.send(type='step', keys=LEFT)  # Ignored while paused.
+      await q.send(type='resume')
+      assert (await q.until('abandoned'))['reason'] == 'paused past the timeout'
+      assert len(q.headers) == 2  # The reset and the one step before the pause.
+      await q.ws.close()
+      rows = await (await client.get(f'/api/episodes?study={study["id"]}',
+                                     headers=h.designer())).json()
+      for row in rows:
+        if row['state'] == storage_lib.SAVING:
+          await h.wait_state(client, row['id'], row['outcome'])
+      rows = await (await client.get(f'/api/episodes?study={study["id"]}',
+                                     headers=h.designer())).json()
+      states = sorted(r['state'] for r in rows)
+      assert states == ['ABANDONED', 'ABANDONED', 'CANCELLED', 'REJECTED'], rows
+      assert all(r['stored'] for r in rows)
+      # Only COMPLETED by default: nothing here; asked for, the others come.
+      response = await client.post('/api/download', headers=h.designer(),
+                                   json={'study_id': study['id']})
+      assert response.status == 400
+      response = await client.post('/api/download', headers=h.designer(), json={
+          'study_id': study['id'], 'format': 'directory', 'states': ['CANCELLED', 'REJECTED']})
+      (directory,) = (await response.json())['directories']
+      found = load_steps(directory)
+      assert set(found) == {cancelled, rejected['id']}
+      cut = found[cancelled]['steps']
+      assert len(cut['is_first']) == 3 and not cut['is_terminal'].any()  # Truncated where it stopped.
+      assert 'frame' not in cut
+  run(body())
+
+
+def test_restart_reconciles_database_and_datasets(tmp_path):
+  async def body():
+    async with h.running(str(tmp_path)) as client:
+      study = await h.make_study(client)
+      _, token = await h.enroll(client, study)
+      row, _, _ = await _play_one(client, study, token, [LEFT] * 20)
+    return study, row
+  study, row = run(body())
+  db = storage_lib.Storage(storage_lib.Storage.default_url(str(tmp_path)))
+  # As if the server died between the durable write and the database update, and mid-play.
+  db.set_state(row['id'], storage_lib.SAVING, outcome=storage_lib.COMPLETED)
+  db.start_episode('f' * 32, study['id'], study['environments'][0]['id'], row['player_id'],
+                   row['dataset'])
+  db.end_episode('f' * 32, state=storage_lib.SAVING, outcome=storage_lib.COMPLETED, num_steps=5,
+                 episode_return=4.0, ending='truncated')
+  db.close()
+
+  async def restarted():
+    async with h.running(str(tmp_path)) as client:
+      again = await (await client.get(f'/api/episodes/{row["id"]}', headers=h.designer())).json()
+      lost = await (await client.get(f'/api/episodes/{"f" * 32}', headers=h.designer())).json()
+      return again, lost
+  again, lost = run(restarted())
+  assert again['state'] == storage_lib.COMPLETED and again['stored']
+  assert lost['state'] == storage_lib.ABANDONED and not lost['stored']
+
+
+def test_keymaps():
+  from rlds_suite import envs
+  atari = keymaps.for_environment('atari:Breakout', envs.make('atari:Breakout', seed=0))
+  assert atari.action([]) == 0 and atari.action(['space']) == 1
+  assert atari.action(['right']) == 2 and atari.action(['left', 'up']) == 3
+  assert not atari.synchronous
+  cartpole = keymaps.for_environment('gymnasium:CartPole-v1', None)
+  assert cartpole.synchronous and cartpole.action([]) is None and cartpole.action(['right']) == 1
+  procgen = keymaps.KeyMap(((frozenset({'left'}), 1), (frozenset({'left', 'up'}), 2)), 4)
+  assert procgen.action(['left', 'up', 'space']) == 2 and procgen.action(['down']) == 4
+  declared = keymaps.for_environment('gymnasium:CartPole-v1', None, {
+      'bindings': [[['space'], 1], [['down'], 0]], 'synchronous': True})
+  assert declared.action(['space']) == 1
+  with pytest.raises(errors.SchemaError, match='unknown keys'):
+    keymaps.from_json({'bindings': [[['ctrl'], 1]], 'idle_action': 0})
