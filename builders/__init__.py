@@ -8,4 +8,5 @@ from rlds_suite.builders.imitation_rollouts import imitation_rollouts_dataset_bu
 from rlds_suite.builders.d4rl import d4rl_dataset_builder
 from rlds_suite.builders.d4rl_pybullet import d4rl_pybullet_dataset_builder
 from rlds_suite.builders.ilr_atari_demos import ilr_atari_demos_dataset_builder
+from rlds_suite.builders.ilr_dm_control_demos import ilr_dm_control_demos_dataset_builder
 from rlds_suite.builders.minari import minari_dataset_builder
