@@ -14,6 +14,7 @@ import rlds_suite
 from rlds_suite import scores
 from rlds_suite.core import errors
 from rlds_suite.core import fields
+from rlds_suite.tfds import datasets
 from rlds_suite.builders.minari import minari_dataset_builder
 
 DUMMY_DATA = pathlib.Path(__file__).parent / 'dummy_data'
@@ -28,7 +29,7 @@ def _build(dataset_id: str, root: pathlib.Path, data_dir: pathlib.Path):
 
 
 def _episodes(builder) -> list:
-  found = list(rlds_suite.tfds.datasets.numpy_episodes(builder.as_dataset(split='train')))
+  found = list(datasets.numpy_episodes(builder.as_dataset(split='train')))
   return sorted(found, key=lambda episode: int(episode['episode_id']))
 
 

@@ -423,6 +423,17 @@ def split_rows(ends: np.ndarray) -> list[slice]:
   return [slice(int(a), int(b)) for a, b in zip(starts, stops) if b > a]
 
 
+def jump_ends(positions: np.ndarray, threshold: float) -> np.ndarray:
+  """Rows after which the position (N, d) moves by more than `threshold` to the next row: the trace
+  an environment reset leaves in a flat table whose flags do not mark it (D4RL AntMaze). The last
+  row is not an end (the file's tail is handled by `split_rows`)."""
+  positions = np.asarray(positions, dtype=np.float64)
+  ends = np.zeros(len(positions), dtype=bool)
+  if len(positions) > 1:
+    ends[:-1] = np.linalg.norm(np.diff(positions, axis=0), axis=-1) > threshold
+  return ends
+
+
 def to_transitions(steps: Mapping[str, Nested]) -> dict[str, Nested]:
   """RLDS steps of one episode -> transitions (o_t, a_t, r_t, d_t, o_t+1, is_terminal_t+1).
 
