@@ -21,3 +21,15 @@ def test_stream_command_over_a_registered_directory(tmp_path, capsys):
 def test_unresolvable_entry_fails_with_the_typed_error(capsys):
   assert cli.main(['stream', '--config', '[{"type": "random", "env_cfg": {"task_name": "x"}}]']) == 2
   assert 'UnresolvedDatasetError' in capsys.readouterr().err
+
+
+def test_stream_command_reports_sizes_chosen_under_the_memory_budget(tmp_path, capsys):
+  directory = streams_data.write(tmp_path, 'cli_budget', streams_data.id_episodes(0, 4))
+  assert cli.main(['stream', '--config', json.dumps([directory]), '--memory_budget', '64MiB',
+                   '--shuffle_episodes', '2', '--shuffle_units', '8', '--batch', '4', '--take',
+                   '2', '--cache_dir', str(tmp_path / 'cache')]) == 0
+  out = capsys.readouterr().out
+  assert 'memory budget 64 MiB' in out and 'blocks of 8 units' in out
+  assert 'episode buffer 2 episodes' in out
+  assert json.loads(out.strip().splitlines()[-1])['batches'] == 2
+  assert any((tmp_path / 'cache').iterdir())

@@ -108,8 +108,10 @@ class _Dataset:
 def resolve_datasets(dataset_refs: Sequence[DatasetRef], *,
                      env_cfg: Optional[Mapping[str, Any]] = None,
                      catalog: Optional[catalog_lib.Catalog] = None,
-                     split: Optional[str] = None) -> list[_Dataset]:
-  """dataset_configs entries (dicts), TFDS names, directories or builders -> prepared builders."""
+                     split: Optional[str] = None,
+                     data_dir: Optional[str] = None) -> list[_Dataset]:
+  """dataset_configs entries (dicts), TFDS names, directories or builders -> prepared builders
+  (TFDS names are looked up in `data_dir`, TFDS's default when None)."""
   catalog = catalog or catalog_lib.CATALOG
   resolved = []
   for ref in dataset_refs:
@@ -119,7 +121,7 @@ def resolve_datasets(dataset_refs: Sequence[DatasetRef], *,
     else:
       name = source = ref if isinstance(ref, tfds.core.DatasetBuilder) else os.fspath(ref)
       name = getattr(name, 'name', name)
-    builder = datasets_lib.load_builder(source)
+    builder = datasets_lib.load_builder(source, data_dir=data_dir)
     names = [split] if split else sorted(builder.info.splits.keys())
     splits = []
     for split_name in names:
@@ -169,16 +171,6 @@ def _truncate(units: tf.data.Dataset, limit: int) -> tf.data.Dataset:
   return cut_groups.map(lambda emitted, group: group)
 
 
-def _permute(seed: int):
-
-  def permute(index, block):
-    order = tf.random.experimental.stateless_shuffle(
-        tf.range(_size(block)), seed=tf.stack([tf.constant(seed, tf.int64), index]))
-    return tf.nest.map_structure(lambda t: tf.gather(t, order), block)
-
-  return permute
-
-
 def mix_schedule(block_size: int, weights: Sequence[float], granularity: int,
                  seed: int) -> np.ndarray:
   """[SCHEDULE_BLOCKS, datasets] units each dataset gives each block.
@@ -201,8 +193,9 @@ def _empty(spec: Any) -> Any:
 
 
 def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
-                exhaustion: Exhaustion, permute_seed: Optional[int]) -> tf.data.Dataset:
-  """Blocks of units: each dataset's scheduled piece, concatenated and (seeded) permuted.
+                exhaustion: Exhaustion) -> tf.data.Dataset:
+  """(block index, block) of units: each dataset's scheduled piece, concatenated (the exits permute
+  it).
 
   STOP: the block in which a dataset runs out is cut where its piece ends (the others' pieces pro
   rata) and is the last. DROP: an exhausted dataset gives empty pieces, so the others keep their
@@ -231,7 +224,7 @@ def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
       parts = [tf.nest.map_structure(lambda t, k=keep[i]: t[:k], p) for i, p in enumerate(parts)]
     units = parts[0] if len(parts) == 1 else tf.nest.map_structure(
         lambda *t: tf.concat(t, 0), *parts)
-    return units if permute_seed is None else _permute(permute_seed)(index, units)
+    return index, units
 
   return zipped.enumerate().map(block, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -250,7 +243,8 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
            catalog: Optional[catalog_lib.Catalog] = None,
            step_fields: Optional[Sequence[str]] = None,
            drop_remainder: bool = True,
-           cache_dir: Optional[Union[str, os.PathLike]] = None) -> exits.Stream:
+           cache_dir: Optional[Union[str, os.PathLike]] = None,
+           data_dir: Optional[Union[str, os.PathLike]] = None) -> exits.Stream:
   """Batches of `unit`s from the datasets, mixed by `mix` (see the module docstring).
 
   `dataset_refs` are il-representations dataset_configs entries (resolved by `catalog` against
@@ -261,12 +255,14 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
   episode lengths, one extra pass over `is_first`), so every host gets the same number of batches.
   `step_fields` are the step fields kept (default: rlds_suite.core.fields.CORE_STEP_FIELDS).
   `cache_dir`: decoded steps are cached there (streams.cache) and read back on every epoch.
+  `data_dir`: where TFDS names are looked up (TFDS's default data_dir when None).
   """
   if not 0 <= shard_index < num_shards:
     raise ValueError(f'shard_index must be in [0, {num_shards}), got {shard_index}')
   if batch_size < 1:
     raise ValueError(f'batch_size must be >= 1, got {batch_size}')
-  resolved = resolve_datasets(dataset_refs, env_cfg=env_cfg, catalog=catalog, split=split)
+  resolved = resolve_datasets(dataset_refs, env_cfg=env_cfg, catalog=catalog, split=split,
+                              data_dir=None if data_dir is None else os.fspath(data_dir))
   weights = mix.weights
   if weights is not None and (len(weights) != len(resolved) or min(weights) < 0 or sum(weights) <= 0):
     raise ValueError(f'need {len(resolved)} non-negative weights, got {weights}')
@@ -332,10 +328,10 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
   weights = weights if weights is not None else [1.0] * len(unit_streams)
   # The same schedule on every shard: equal unit counts then give equal batch counts.
   schedule = mix_schedule(sizes.block_units, weights, mix.granularity, _seed(seed, 3))
-  blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion,
-                       None if shuffle is None else _seed(seed, shard_index, 2))
+  blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion)
   blocks = blocks.prefetch(1).with_options(_options(sizes.memory_budget, cache_dir is not None))
-  return exits.Stream(blocks, batch_size, drop_remainder, sizes,
+  return exits.Stream(blocks, None if shuffle is None else _seed(seed, shard_index, 2),
+                      batch_size, drop_remainder, sizes,
                       tuple(d.name for d in resolved),
                       tuple(tuple(f.filename for f in s.files) for s in sources))
 
