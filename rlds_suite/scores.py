@@ -209,7 +209,23 @@ def normalize(name: str, returns: Any, metadata: Optional[Mapping[str, Any]] = N
 
 def directory_metadata(dataset_dir: errors.PathLike) -> dict[str, Any]:
   """The dataset metadata a TFDS build stored (its metadata.json), {} when it stored none."""
-  path = os.path.join(os.fspath(dataset_dir), 'metadata.json')
+  return _read_json(os.path.join(os.fspath(dataset_dir), 'metadata.json'))
+
+
+def directory_reference(dataset_dir: errors.PathLike) -> Optional[Reference]:
+  """The reference of a prepared dataset (its version directory, e.g. builder.data_dir): the refs
+  its metadata.json stored, else the one its name names ('builder/config' from dataset_info.json).
+  None when neither has one: not every dataset has a normalised score."""
+  info = _read_json(os.path.join(os.fspath(dataset_dir), 'dataset_info.json'))
+  name = '/'.join(part for part in (info.get('name'), info.get('configName')) if part)
+  try:
+    return reference(name or os.path.basename(os.fspath(dataset_dir)), directory_metadata(dataset_dir))
+  except LookupError:
+    return None
+
+
+def _read_json(path: str) -> dict[str, Any]:
+  """A JSON file's object, {} when the file does not exist."""
   if not os.path.isfile(path):
     return {}
   with open(path, encoding='utf-8') as f:

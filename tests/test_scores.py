@@ -50,3 +50,16 @@ def test_metadata_refs_win(tmp_path):
 def test_unknown_name():
   with pytest.raises(LookupError, match='no-such-dataset'):
     scores.reference('no-such-dataset')
+
+
+def test_directory_reference(tmp_path):
+  # A prepared d4rl dataset without stored refs: found by its builder/config name.
+  (tmp_path / 'dataset_info.json').write_text(json.dumps(
+      {'name': 'd4rl', 'configName': 'walker2d-medium-v2', 'version': '1.0.0'}))
+  ref = scores.directory_reference(tmp_path)
+  assert (ref.low, ref.high) == (1.629008, 4592.3)
+  (tmp_path / 'dataset_info.json').write_text(json.dumps({'name': 'magical_demos',
+                                                          'configName': 'move_to_region'}))
+  assert scores.directory_reference(tmp_path) is None
+  (tmp_path / 'metadata.json').write_text(json.dumps({'ref_min_score': 1, 'ref_max_score': 3}))
+  np.testing.assert_allclose(scores.directory_reference(tmp_path).normalize([2.0]), [0.5])
