@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Environment extras that pip extras cannot express. Idempotent and non-interactive.
-#  * apt: libegl1 libgl1 (headless MuJoCo rendering with MUJOCO_GL=egl, for dm_control pixels).
+#  * apt: libegl1 libgl1 (headless MuJoCo rendering with MUJOCO_GL=egl, for dm_control pixels);
+#    chromium chromium-driver (the creator's browser test) and postgresql (its PostgreSQL test; the
+#    package's own cluster is not started here, the test runs a private server on loopback).
 #  * procgen: procgen-mirror declares numpy<2 and imports the old `gym`; installed with --no-deps
 #    together with gym3 and gym 0.26 (+ gym_notices), it works on numpy 2 (tests/test_envs.py).
 set -euo pipefail
@@ -9,7 +11,7 @@ PYTHON="${PYTHON:-python3}"
 
 if command -v dpkg >/dev/null 2>&1; then
   missing=()
-  for package in libegl1 libgl1; do
+  for package in libegl1 libgl1 chromium chromium-driver postgresql; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
   done
   if ((${#missing[@]})); then

@@ -120,3 +120,42 @@ async def wait_state(client: Any, episode_id: str, state: str, timeout: float = 
     if asyncio.get_running_loop().time() > deadline:
       raise AssertionError(f'episode {episode_id} stayed {row["state"]}, expected {state}')
     await asyncio.sleep(0.05)
+
+
+class ServerThread:
+  """The creator on a loopback port, in its own thread and event loop (for real clients)."""
+
+  def __init__(self, data_dir: str, **kwargs: Any):
+    import socket  # pylint: disable=g-import-not-at-top
+    import threading  # pylint: disable=g-import-not-at-top
+    from aiohttp import web  # pylint: disable=g-import-not-at-top
+    with socket.socket() as s:
+      s.bind(('127.0.0.1', 0))
+      self.port = s.getsockname()[1]
+    self.url = f'http://127.0.0.1:{self.port}'
+    self._loop = asyncio.new_event_loop()
+    app = server.create_app(data_dir, designer_token=TOKEN, **kwargs)
+    self._runner = web.AppRunner(app)
+    started = threading.Event()
+
+    def run() -> None:
+      asyncio.set_event_loop(self._loop)
+      self._loop.run_until_complete(self._runner.setup())
+      self._loop.run_until_complete(web.TCPSite(self._runner, '127.0.0.1', self.port).start())
+      started.set()
+      self._loop.run_forever()
+
+    self._thread = threading.Thread(target=run, daemon=True)
+    self._thread.start()
+    started.wait(60)
+
+  def close(self) -> None:
+    asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(120)
+    self._loop.call_soon_threadsafe(self._loop.stop)
+    self._thread.join(30)
+
+  def __enter__(self) -> 'ServerThread':
+    return self
+
+  def __exit__(self, *exc: Any) -> None:
+    self.close()
