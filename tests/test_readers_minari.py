@@ -162,3 +162,29 @@ def test_bad_metadata_json(tmp_path):
   (data / 'metadata.json').write_text('{"observation_space": ')
   with pytest.raises(errors.CorruptFileError, match='metadata.json'):
     minari_reader.read_metadata(data)
+
+
+def test_jpeg_flag_missing_and_images_raw(tmp_path):
+  """A dataset written without JPEG and without the flag (as before Minari had it): Minari's default
+  (true) does not fit the raw images; declaring jpeg_encoding=False reads them."""
+  data = _copy(tmp_path, 'synthetic/dict-image-hdf5-v0')
+  import h5py  # pylint: disable=g-import-not-at-top
+  decoded = list(minari_reader.read_trajectories(data))
+  with h5py.File(data / 'main_data.hdf5', 'a') as f:
+    for i, t in enumerate(decoded):
+      del f[f'episode_{i}/observations/image']
+      f[f'episode_{i}/observations/image'] = np.concatenate(
+          [t.observations['image'], t.final_observation['image'][None]])
+  path = data / 'metadata.json'
+  metadata = json.loads(path.read_text())
+  del metadata['jpeg_encoding']
+  path.write_text(json.dumps(metadata))
+  with pytest.raises(errors.SchemaError, match='raw images of') as e:
+    list(minari_reader.read_trajectories(data))
+  assert e.value.field == 'episode_0/observations/image'
+  raw = list(minari_reader.read_trajectories(data, jpeg_encoding=False))
+  for a, b in zip(raw, decoded):
+    np.testing.assert_array_equal(a.observations['image'], b.observations['image'])
+  (data / 'metadata.json').write_text(json.dumps({**metadata, 'jpeg_encoding': True}))
+  with pytest.raises(errors.SchemaError, match='jpeg_encoding=False was declared'):
+    minari_reader.read_metadata(data, jpeg_encoding=False)

@@ -52,10 +52,11 @@ class Builder(builder_base.RLDSBuilder):
   datasets root: $MINARI_DATASETS_PATH, ~/.minari/datasets, or the builder's `minari_root`.
   """
 
-  def __init__(self, *, dataset_id: Optional[str] = None,
-               minari_root: Optional[str] = None, **kwargs: Any):
+  def __init__(self, *, dataset_id: Optional[str] = None, minari_root: Optional[str] = None,
+               jpeg_encoding: Optional[bool] = None, **kwargs: Any):
     """`dataset_id` picks the dataset (or pass config=MinariConfig(...)); `minari_root` overrides
-    $MINARI_DATASETS_PATH and ~/.minari/datasets."""
+    $MINARI_DATASETS_PATH and ~/.minari/datasets; `jpeg_encoding` declares the JPEG flag of
+    datasets whose metadata.json has none (Minari assumes true)."""
     if dataset_id is not None:
       kwargs['config'] = MinariConfig(name=config_name(dataset_id), dataset_id=dataset_id,
                                       description=f'Minari dataset {dataset_id}.')
@@ -63,7 +64,8 @@ class Builder(builder_base.RLDSBuilder):
     config = kwargs.get('config')
     if not isinstance(config, MinariConfig):
       raise ValueError('minari needs dataset_id=... (a local Minari dataset id)')
-    self._metadata = minari.read_metadata(minari.find_dataset(config.dataset_id, minari_root))
+    self._metadata = minari.read_metadata(minari.find_dataset(config.dataset_id, minari_root),
+                                          jpeg_encoding)
     super().__init__(**kwargs)
 
   def _info(self) -> tfds.core.DatasetInfo:
@@ -92,6 +94,6 @@ class Builder(builder_base.RLDSBuilder):
     return {'train': self._generate_examples()}
 
   def _generate_examples(self):
-    for trajectory in minari.read_trajectories(self._metadata.path):
+    for trajectory in minari.trajectories(self._metadata):
       yield int(trajectory.metadata['episode_id']), episodes.to_episode(trajectory).as_example()
 

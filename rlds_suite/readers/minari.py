@@ -102,8 +102,12 @@ def find_dataset(dataset_id: str, root: Optional[errors.PathLike] = None) -> pat
   return data
 
 
-def read_metadata(data_path: errors.PathLike) -> Metadata:
-  """Reads and checks metadata.json of a data/ directory."""
+def read_metadata(data_path: errors.PathLike, jpeg_encoding: Optional[bool] = None) -> Metadata:
+  """Reads and checks metadata.json of a data/ directory.
+
+  `jpeg_encoding` declares the JPEG flag for datasets whose metadata.json lacks it (written before
+  Minari had it; Minari then assumes true); it must agree with the flag when there is one.
+  """
   data_path = pathlib.Path(data_path)
   path = data_path / METADATA_FILE
   try:
@@ -121,9 +125,14 @@ def read_metadata(data_path: errors.PathLike) -> Metadata:
       if not isinstance(raw.get(key), str):
         raise errors.SchemaError('missing (datasets that only name an env_spec are not supported)',
                                  field=key)
+    stored_flag = raw.get('jpeg_encoding')
+    if stored_flag is not None and jpeg_encoding is not None and bool(stored_flag) != jpeg_encoding:
+      raise errors.SchemaError(f'the dataset says {bool(stored_flag)}, jpeg_encoding={jpeg_encoding} '
+                               'was declared', field='jpeg_encoding')
+    if stored_flag is None:
+      stored_flag = True if jpeg_encoding is None else jpeg_encoding  # Minari's own default: true.
     return Metadata(
-        path=data_path, data_format=data_format,
-        jpeg_encoding=bool(raw.get('jpeg_encoding', True)),  # Minari's own default.
+        path=data_path, data_format=data_format, jpeg_encoding=bool(stored_flag),
         observation_space=parse_space(raw['observation_space'], 'observation_space'),
         action_space=parse_space(raw['action_space'], 'action_space'),
         raw=raw)
@@ -197,9 +206,15 @@ def trajectory(episode: EpisodeArrays, metadata: Metadata, path: errors.PathLike
         metadata={'episode_id': episode.id, 'seed': -1 if episode.seed is None else episode.seed})
 
 
-def read_trajectories(data_path: errors.PathLike) -> Iterator[Trajectory]:
-  """Every episode of the Minari dataset in `data_path` (its data/ directory)."""
-  metadata = read_metadata(data_path)
+def read_trajectories(data_path: errors.PathLike,
+                      jpeg_encoding: Optional[bool] = None) -> Iterator[Trajectory]:
+  """Every episode of the Minari dataset in `data_path` (its data/ directory); `jpeg_encoding` as
+  in `read_metadata`."""
+  yield from trajectories(read_metadata(data_path, jpeg_encoding))
+
+
+def trajectories(metadata: Metadata) -> Iterator[Trajectory]:
+  """Every episode of the dataset `metadata` describes, in id order."""
   for episode in read_episodes(metadata):
     yield trajectory(episode, metadata, _episode_file(metadata, episode.id))
 
@@ -247,6 +262,11 @@ def _hdf5_space(group: h5py.Group, key: str, space: Space, jpeg: bool, rows: int
     values = [_hdf5_space(item, name, sub, jpeg, rows, field) for name, sub in zip(names, subspaces)]
     return dict(zip(space, values)) if isinstance(space, dict) else _tuple_as_dict(values)
   if isinstance(space, Box) and space.image and jpeg:
+    if isinstance(item, h5py.Dataset) and item.ndim == 1 + len(space.shape):
+      raise errors.SchemaError(
+          f'stores raw images of {item.shape[1:]}, but jpeg_encoding is true (metadata.json, or '
+          'Minari\'s default when it has no flag: declare jpeg_encoding=False for such datasets)',
+          field=field)
     array = hdf5.read_array(group, key, ranks=(1, 2), kinds='uO')
     _expect_rows(array, rows, field)
     return _decode_jpegs([np.asarray(row, dtype=np.uint8).tobytes() for row in array], space, field)
