@@ -1,0 +1,67 @@
+"""The two exits of a stream (numpy and tf.data) cut the same batches; corrupt shards are named."""
+
+import os
+
+import numpy as np
+import pytest
+
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite import streams
+from rlds_suite.streams import exits
+
+from tests import streams_data
+
+
+@pytest.fixture(scope='module')
+def directory(tmp_path_factory):
+  return streams_data.write(tmp_path_factory.mktemp('exits'), 'set_exits',
+                            streams_data.id_episodes(0, 12, seed=4))
+
+
+@pytest.mark.parametrize('shuffle, drop_remainder', [(streams.Shuffle(4, 24), True),
+                                                     (streams.Shuffle(4, 10), False),
+                                                     (None, False)])
+def test_numpy_and_tf_exits_give_the_same_batches(directory, shuffle, drop_remainder):
+  make = lambda: streams.stream([directory], unit=streams.Transitions(), batch_size=4, seed=3,
+                                shuffle=shuffle, drop_remainder=drop_remainder,
+                                mix=streams.Mix(exhaustion=streams.Exhaustion.STOP))
+  # Two streams with one seed: iterating one dataset twice reshuffles, as in tf.data.
+  from_numpy = list(streams.as_numpy(make()))
+  from_tf = list(streams.as_numpy(make().dataset))
+  assert len(from_numpy) == len(from_tf) > 3
+  for a, b in zip(from_numpy, from_tf):
+    for key in (fields.OBSERVATION, fields.NEXT_OBSERVATION, fields.REWARD, streams.EPOCH):
+      np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+  sizes = [len(b[fields.REWARD]) for b in from_numpy]
+  assert all(s == 4 for s in sizes[:-1]) and (sizes[-1] == 4 or not drop_remainder)
+
+
+def test_batches_span_blocks_like_rebatch():
+  blocks = [{'x': np.arange(0, 5)}, {'x': np.arange(5, 12)}, {'x': np.arange(12, 13)}]
+  got = [b['x'].tolist() for b in exits.cut_batches(iter(blocks), 4, drop_remainder=False)]
+  assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12]]
+  got = [b['x'].tolist() for b in exits.cut_batches(iter(blocks), 4, drop_remainder=True)]
+  assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_block_order_is_a_seeded_permutation():
+  order = exits.block_order(7, 3, 100)
+  assert sorted(order) == list(range(100))
+  np.testing.assert_array_equal(order, exits.block_order(7, 3, 100))
+  assert not np.array_equal(order, exits.block_order(7, 4, 100))
+
+
+def test_corrupt_shard_is_named(tmp_path):
+  eps = streams_data.id_episodes(0, 40, min_len=50, max_len=60, seed=5)
+  directory = streams_data.write(tmp_path, 'set_corrupt', eps)
+  shard = next(os.path.join(directory, f) for f in os.listdir(directory) if '.tfrecord' in f)
+  with open(shard, 'r+b') as f:
+    f.truncate(os.path.getsize(shard) * 2 // 3)
+  stream = streams.stream([directory], batch_size=8, seed=0,
+                          mix=streams.Mix(exhaustion=streams.Exhaustion.STOP))
+  with pytest.raises(errors.CorruptFileError) as raised:
+    for _ in streams.as_numpy(stream):
+      pass
+  assert raised.value.path == shard and 'truncated record' in str(raised.value)
+  assert len(str(raised.value).splitlines()) == 1
