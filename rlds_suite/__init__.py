@@ -1,8 +1,11 @@
 """rlds_suite: RL and imitation-learning demonstrations as RLDS datasets.
 
-`import rlds_suite` registers every builder in rlds_suite.builders with TFDS.
+`import rlds_suite` registers every builder in rlds_suite.builders with TFDS. Importing TensorFlow
+takes seconds, so the registration runs when `tensorflow_datasets` is imported (at once if it
+already is); the other heavy names below load on first use.
 """
 
+import importlib as _importlib
 import pathlib as _pathlib
 
 # Installed, the builder folders are the subpackage rlds_suite/builders; in a source tree (Bazel's
@@ -10,26 +13,35 @@ import pathlib as _pathlib
 if not (_pathlib.Path(__file__).parent / 'builders').is_dir():
   __path__.append(str(_pathlib.Path(__file__).parent.parent))  # pylint: disable=undefined-variable
 
+from rlds_suite.compat import post_import as _post_import
+from rlds_suite.compat import quiet_tensorflow as _quiet_tensorflow
 from rlds_suite.core import errors
-from rlds_suite.tfds.datasets import validate
 from rlds_suite.core.episodes import Ending, Episode, Trajectory
 
-from rlds_suite import builders  # Registers the TFDS builders.  # pylint: disable=g-bad-import-order
+__version__ = '0.1.0'
 
 __all__ = ['errors', 'validate', 'Ending', 'Episode', 'Trajectory', 'builders', 'RLDSWriter',
            'record', 'streams', 'stream', 'load_dict_dataset', 'as_numpy', 'write_episodes']
 
-# Recording pulls in envlogger; it is imported on first use of these names.
-_LAZY = {'RLDSWriter': 'rlds_suite.recording', 'record': 'rlds_suite.recording',
-         'stream': 'rlds_suite.streams', 'load_dict_dataset': 'rlds_suite.streams',
-         'as_numpy': 'rlds_suite.streams', 'write_episodes': 'rlds_suite.tfds.writing'}
+_quiet_tensorflow.quiet_by_default()
+_post_import.when_imported('tensorflow_datasets',
+                           lambda _: _importlib.import_module('rlds_suite.builders'))
+# EnvLogger's own Riegeli backend needs its codec fixed on numpy 2 (compat/envlogger_compat.py).
+_post_import.when_imported(
+    'envlogger.converters.codec',
+    lambda _: _importlib.import_module('rlds_suite.compat.envlogger_compat').patch_envlogger_codec())
+
+# Names that pull in TensorFlow or EnvLogger, imported on first use.
+_LAZY = {'validate': 'rlds_suite.tfds.datasets', 'RLDSWriter': 'rlds_suite.recording',
+         'record': 'rlds_suite.recording', 'stream': 'rlds_suite.streams',
+         'load_dict_dataset': 'rlds_suite.streams', 'as_numpy': 'rlds_suite.streams',
+         'write_episodes': 'rlds_suite.tfds.writing'}
+_LAZY_MODULES = {'builders': 'rlds_suite.builders', 'streams': 'rlds_suite.streams'}
 
 
 def __getattr__(name):
   if name in _LAZY:
-    import importlib  # pylint: disable=g-import-not-at-top
-    return getattr(importlib.import_module(_LAZY[name]), name)
-  if name == 'streams':
-    import importlib  # pylint: disable=g-import-not-at-top
-    return importlib.import_module('rlds_suite.streams')
+    return getattr(_importlib.import_module(_LAZY[name]), name)
+  if name in _LAZY_MODULES:
+    return _importlib.import_module(_LAZY_MODULES[name])
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -16,7 +16,7 @@ from rlds_suite.compat import quiet_tensorflow
 from rlds_suite.core import errors
 
 # Command modules under rlds_suite.cli, in the order `--help` lists them.
-COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'recover', 'convert', 'export', 'creator')
+COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'recover', 'convert', 'export', 'creator', 'list', 'show', 'stats')
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,3 +53,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   except errors.RLDSSuiteError as e:
     print(f'error: {type(e).__name__}: {e}', file=sys.stderr)
     return 2
+  except BrokenPipeError:  # The output's reader (e.g. `| head`) stopped early.
+    sys.stderr.close()
+    return 0

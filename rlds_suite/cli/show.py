@@ -1,0 +1,56 @@
+"""`rlds-suite show NAME_OR_DIR [--episode I] [--out FILE.gif|.mp4|.png]`: look at an episode."""
+
+from __future__ import annotations
+
+import json
+import os
+
+
+def register(subparsers) -> None:
+  parser = subparsers.add_parser(
+      'show', help="Render an episode: image observations to a GIF/MP4 (or a PNG contact sheet), "
+      'vector observations to a PNG plot.')
+  parser.add_argument('source', help='registered dataset name or dataset directory')
+  parser.add_argument('--episode', type=int, default=0, help='index of the (first) episode shown')
+  parser.add_argument('--episodes', type=int, default=1,
+                      help='number of consecutive episodes in a plot of vector observations')
+  parser.add_argument('--out', default=None,
+                      help='output file, .gif, .mp4 or .png (default: NAME_episodeI.gif for '
+                      'image observations, .png otherwise)')
+  parser.add_argument('--fps', type=float, default=10.0, help='frames per second of a GIF/MP4')
+  parser.add_argument('--split', default=None, help='split to read (default: all)')
+  parser.add_argument('--data_dir', default=None, help='TFDS data_dir of a registered name')
+  parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+  # pylint: disable=g-import-not-at-top
+  from rlds_suite.core import errors
+  from rlds_suite.core import fields
+  from rlds_suite.core import nested
+  from rlds_suite.inspection import frames
+  from rlds_suite.inspection import plots
+  from rlds_suite.tfds import datasets
+  # pylint: enable=g-import-not-at-top
+  dataset = datasets.episodes(args.source, split=args.split, data_dir=args.data_dir)
+  chosen = list(datasets.numpy_episodes(dataset.skip(args.episode).take(max(args.episodes, 1))))
+  if not chosen:
+    raise errors.SchemaError(f'has no episode {args.episode}', path=args.source)
+  first = chosen[0][fields.STEPS]
+  has_images = bool(frames.image_paths(nested.row(first[fields.OBSERVATION], 0)))
+  name = os.path.basename(os.path.normpath(args.source)).replace('/', '_')
+  out = args.out or f'{name}_episode{args.episode}.{"gif" if has_images else "png"}'
+  if has_images:
+    rendered = frames.render_episode(first)
+    frames.write_animation(rendered, out, fps=args.fps)
+    summary = {'out': out, 'episode': args.episode, 'frames': len(rendered),
+               'size': list(rendered[0].shape[:2])}
+  else:
+    if not out.lower().endswith('.png'):
+      raise errors.SchemaError('vector observations are plotted; use a .png output', path=out)
+    plots.plot_episodes(chosen, out, title=f'{args.source}: episodes {args.episode}..'
+                        f'{args.episode + len(chosen) - 1}')
+    summary = {'out': out, 'episodes': len(chosen),
+               'steps': sum(len(e[fields.STEPS][fields.IS_FIRST]) for e in chosen)}
+  print(json.dumps(summary))
+  return 0

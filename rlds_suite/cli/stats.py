@@ -1,0 +1,38 @@
+"""`rlds-suite stats NAME_OR_DIR [--out FILE.png]`: episode, length, return and field statistics."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+  parser = subparsers.add_parser(
+      'stats', help='Print (and plot) episode count, length and return distributions, endings and '
+      'per-dimension observation/action statistics; reads one episode at a time.')
+  parser.add_argument('source', help='registered dataset name or dataset directory')
+  parser.add_argument('--out', default=None, help='also plot the statistics to this PNG file')
+  parser.add_argument('--split', default=None, help='split to read (default: all)')
+  parser.add_argument('--data_dir', default=None, help='TFDS data_dir of a registered name')
+  parser.add_argument('--json', action='store_true', help='print the summary as JSON')
+  parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+  # pylint: disable=g-import-not-at-top
+  from rlds_suite.inspection import statistics
+  from rlds_suite.tfds import datasets
+  # pylint: enable=g-import-not-at-top
+  stats = statistics.compute(datasets.numpy_episodes(
+      datasets.episodes(args.source, split=args.split, data_dir=args.data_dir)))
+  if args.json:
+    print(json.dumps({'episodes': stats.episodes, 'steps': stats.steps,
+                      'terminated': stats.terminated, 'truncated': stats.truncated,
+                      'returns': stats.returns, 'lengths': stats.lengths}))
+  else:
+    print(statistics.summary_table(stats))
+  if args.out:
+    from rlds_suite.inspection import plots  # pylint: disable=g-import-not-at-top
+    plots.plot_statistics(stats, args.out, title=str(args.source))
+    if not args.json:
+      print(f'plot: {args.out}')
+  return 0

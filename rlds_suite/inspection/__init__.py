@@ -1,0 +1,1 @@
+"""Looking at datasets: episode frames as GIF/MP4/PNG, plots, and streaming statistics."""

@@ -1,0 +1,115 @@
+"""rlds-suite show / stats / list: frames, plots and statistics checked against the episodes."""
+
+import json
+import pathlib
+
+import numpy as np
+from PIL import Image
+import pytest
+
+from rlds_suite import cli
+from rlds_suite.core import fields
+from rlds_suite.inspection import frames
+from rlds_suite.inspection import statistics
+from rlds_suite.tfds import datasets
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope='module')
+def magical(tmp_path_factory):
+  data_dir = tmp_path_factory.mktemp('magical')
+  return datasets.build('magical_demos/move_to_corner',
+                        manual_dir=str(REPO / 'builders' / 'magical_demos' / 'dummy_data'),
+                        data_dir=str(data_dir))
+
+
+@pytest.fixture(scope='module')
+def cartpole(tmp_path_factory):
+  data_dir = tmp_path_factory.mktemp('cartpole')
+  return datasets.build('imitation_rollouts/cartpole',
+                        manual_dir=str(REPO / 'rlds_suite' / 'sample_data' / 'imitation'),
+                        data_dir=str(data_dir))
+
+
+def _episodes(builder):
+  return list(datasets.numpy_episodes(datasets.episodes(builder)))
+
+
+def test_show_gif_has_one_annotated_frame_per_step(magical, tmp_path, capsys):
+  out = tmp_path / 'episode.gif'
+  assert cli.main(['show', 'magical_demos/move_to_corner', '--data_dir', str(magical.data_dir_root),
+                   '--episode', '1', '--out', str(out)]) == 0
+  summary = json.loads(capsys.readouterr().out)
+  steps = _episodes(magical)[1][fields.STEPS]
+  gif = Image.open(out)
+  assert gif.n_frames == summary['frames'] == len(steps[fields.IS_FIRST])
+  # Both 96x96 views (allo, ego) scaled to at least 168 px high, side by side, with a caption.
+  assert gif.size[0] >= 2 * frames.MIN_HEIGHT and gif.size[1] > frames.MIN_HEIGHT
+
+
+def test_rendered_frame_shows_the_observation_and_the_step(magical):
+  steps = _episodes(magical)[0][fields.STEPS]
+  rendered = frames.render_episode(steps)
+  allo = steps[fields.OBSERVATION]['allo'][1]
+  scale = -(-frames.MIN_HEIGHT // allo.shape[0])
+  np.testing.assert_array_equal(rendered[1][:allo.shape[0] * scale:scale, :allo.shape[1] * scale:scale],
+                                allo)
+  assert frames.caption(steps, 0)[0].startswith(f'step 0/{len(steps[fields.IS_FIRST]) - 1}  is_first')
+
+
+def test_mp4_and_contact_sheet(magical, tmp_path):
+  import imageio.v2 as imageio  # pylint: disable=g-import-not-at-top
+  steps = _episodes(magical)[0][fields.STEPS]
+  rendered = frames.render_episode(steps)
+  frames.write_animation(rendered, str(tmp_path / 'e.mp4'))
+  assert imageio.get_reader(str(tmp_path / 'e.mp4')).count_frames() == len(rendered)
+  frames.write_animation(rendered, str(tmp_path / 'e.png'))
+  assert Image.open(tmp_path / 'e.png').size[1] == rendered[0].shape[0] * -(-len(rendered) // 8)
+
+
+def test_show_plots_vector_observations(cartpole, tmp_path, capsys):
+  out = tmp_path / 'plot.png'
+  assert cli.main(['show', 'imitation_rollouts/cartpole', '--data_dir', str(cartpole.data_dir_root),
+                   '--episodes', '2', '--out', str(out)]) == 0
+  summary = json.loads(capsys.readouterr().out)
+  episodes = _episodes(cartpole)[:2]
+  assert summary['steps'] == sum(len(e[fields.STEPS][fields.IS_FIRST]) for e in episodes)
+  assert Image.open(out).size == (1100, 750)
+  assert cli.main(['show', 'imitation_rollouts/cartpole', '--data_dir', str(cartpole.data_dir_root),
+                   '--out', str(tmp_path / 'x.gif')]) == 2
+  assert 'vector observations are plotted' in capsys.readouterr().err
+
+
+def test_stats_match_the_episodes(cartpole, tmp_path, capsys):
+  assert cli.main(['stats', 'imitation_rollouts/cartpole', '--data_dir', str(cartpole.data_dir_root),
+                   '--json', '--out', str(tmp_path / 'stats.png')]) == 0
+  printed = json.loads(capsys.readouterr().out)
+  episodes = _episodes(cartpole)
+  assert printed['episodes'] == len(episodes)
+  assert printed['lengths'] == [len(e[fields.STEPS][fields.IS_FIRST]) for e in episodes]
+  np.testing.assert_allclose(printed['returns'],
+                             [e[fields.STEPS][fields.REWARD].astype(np.float64).sum() for e in episodes])
+  assert printed['terminated'] == sum(bool(e[fields.STEPS][fields.IS_TERMINAL].any()) for e in episodes)
+  assert printed['terminated'] + printed['truncated'] == len(episodes)
+  assert Image.open(tmp_path / 'stats.png').size == (1100, 750)
+
+
+def test_streaming_moments_equal_whole_array_moments():
+  rng = np.random.default_rng(0)
+  chunks = [rng.normal(size=(n, 3)) * [1, 10, 100] for n in (1, 7, 50, 3)]
+  moments = statistics.Moments()
+  for chunk in chunks:
+    moments.add(chunk)
+  whole = np.concatenate(chunks)
+  np.testing.assert_allclose(moments.mean, whole.mean(0))
+  np.testing.assert_allclose(moments.std, whole.std(0))
+  np.testing.assert_array_equal(moments.minimum, whole.min(0))
+  assert moments.count == len(whole)
+
+
+def test_list_shows_builders_configs_and_prepared(magical, capsys):
+  assert cli.main(['list', '--configs', '--local', str(magical.data_dir_root)]) == 0
+  out = capsys.readouterr().out
+  assert 'magical_demos' in out and 'move_to_corner' in out and 'd4rl_pybullet' in out
+  assert 'magical_demos/move_to_corner 1.0.0' in out.split('prepared')[1]
