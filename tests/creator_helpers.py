@@ -17,13 +17,23 @@ CARTPOLE = {'name': 'cartpole', 'spec': 'gymnasium:CartPole-v1',
             'options': {'seed': 3, 'max_episode_steps': 12}, 'instructions': 'Keep it up.'}
 
 
+# The database the tests use: None is the server's default SQLite file; test_creator_postgres.py
+# points it at a PostgreSQL server.
+DB_URL: Optional[str] = None
+
+
+def db_url(data_dir: str) -> str:
+  from rlds_suite.creator import storage  # pylint: disable=g-import-not-at-top
+  return DB_URL or storage.Storage.default_url(data_dir)
+
+
 def designer(token: str = TOKEN) -> dict[str, str]:
   return {'Authorization': f'Bearer {token}'}
 
 
 @contextlib.asynccontextmanager
 async def running(data_dir: str, **kwargs: Any) -> AsyncIterator[test_utils.TestClient]:
-  app = server.create_app(data_dir, designer_token=TOKEN, **kwargs)
+  app = server.create_app(data_dir, designer_token=TOKEN, db_url=DB_URL, **kwargs)
   async with test_utils.TestClient(test_utils.TestServer(app)) as client:
     yield client
 
@@ -134,7 +144,7 @@ class ServerThread:
       self.port = s.getsockname()[1]
     self.url = f'http://127.0.0.1:{self.port}'
     self._loop = asyncio.new_event_loop()
-    app = server.create_app(data_dir, designer_token=TOKEN, **kwargs)
+    app = server.create_app(data_dir, designer_token=TOKEN, db_url=DB_URL, **kwargs)
     self._runner = web.AppRunner(app)
     started = threading.Event()
 

@@ -268,7 +268,7 @@ def test_restart_reconciles_database_and_datasets(tmp_path):
       row, _, _ = await _play_one(client, study, token, [LEFT] * 20)
     return study, row
   study, row = run(body())
-  db = storage_lib.Storage(storage_lib.Storage.default_url(str(tmp_path)))
+  db = storage_lib.Storage(h.db_url(str(tmp_path)))
   # As if the server died between the durable write and the database update, and mid-play.
   db.set_state(row['id'], storage_lib.SAVING, outcome=storage_lib.COMPLETED)
   db.start_episode('f' * 32, study['id'], study['environments'][0]['id'], row['player_id'],
