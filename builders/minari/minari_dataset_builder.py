@@ -32,6 +32,18 @@ def config_name(dataset_id: str) -> str:
   return re.sub(r'[^\w.\-]', '.', dataset_id)
 
 
+def config_for(dataset_id: str) -> MinariConfig:
+  """The config of a dataset id, the same object each time (TFDS compares configs by identity)."""
+  name = config_name(dataset_id)
+  if name not in _CONFIGS:
+    _CONFIGS[name] = MinariConfig(name=name, dataset_id=dataset_id,
+                                  description=f'Minari dataset {dataset_id}.')
+  return _CONFIGS[name]
+
+
+_CONFIGS: dict[str, MinariConfig] = {}
+
+
 def _feature(space: minari.Space) -> Any:
   if isinstance(space, dict):
     return {key: _feature(sub) for key, sub in space.items()}
@@ -45,7 +57,8 @@ def _feature(space: minari.Space) -> Any:
 
 
 class Builder(builder_base.RLDSBuilder):
-  """Local Minari datasets: `tfds.builder('minari', dataset_id='cartpole/random-hdf5-v0')`."""
+  """Local Minari datasets: `tfds.builder('minari', dataset_id='mujoco/pusher/expert-v0')`, or by
+  config name, `tfds.builder('minari/mujoco.pusher.expert-v0')`."""
 
   MANUAL_DOWNLOAD_INSTRUCTIONS = """
   Download the dataset with Minari (`minari download ID`) or copy its directory into a Minari
@@ -58,15 +71,21 @@ class Builder(builder_base.RLDSBuilder):
     $MINARI_DATASETS_PATH and ~/.minari/datasets; `jpeg_encoding` declares the JPEG flag of
     datasets whose metadata.json has none (Minari assumes true)."""
     if dataset_id is not None:
-      kwargs['config'] = MinariConfig(name=config_name(dataset_id), dataset_id=dataset_id,
-                                      description=f'Minari dataset {dataset_id}.')
-    self._minari_root = minari_root
+      kwargs['config'] = config_for(dataset_id)
     config = kwargs.get('config')
+    if isinstance(config, str):  # 'minari/mujoco.pusher.expert-v0'
+      config = kwargs['config'] = self.get_builder_config(config.split(':')[0])
     if not isinstance(config, MinariConfig):
-      raise ValueError('minari needs dataset_id=... (a local Minari dataset id)')
+      raise ValueError('minari needs a local Minari dataset: dataset_id=... or a config name')
     self._metadata = minari.read_metadata(minari.find_dataset(config.dataset_id, minari_root),
                                           jpeg_encoding)
     super().__init__(**kwargs)
+
+  @classmethod
+  def get_builder_config(cls, name: str, version: Any = None) -> Optional[MinariConfig]:
+    """Every config name is a dataset id with '/' written '.': 'mujoco.pusher.expert-v0' is
+    'mujoco/pusher/expert-v0' (ids with '.' of their own need dataset_id=...)."""
+    return _CONFIGS.get(name) or config_for(name.replace('.', '/'))
 
   def _info(self) -> tfds.core.DatasetInfo:
     meta = self._metadata

@@ -88,6 +88,11 @@ def test_found_by_name_through_env(tmp_path, monkeypatch):
   builder = tfds.builder('minari', dataset_id='cartpole/random-hdf5-v0', data_dir=str(tmp_path))
   builder.download_and_prepare()
   assert builder.info.splits['train'].num_examples == 4
+  # The config name alone names the dataset too (tfds.builder, tfds.load).
+  again = tfds.builder('minari/cartpole.random-hdf5-v0', data_dir=str(tmp_path))
+  assert again.is_prepared()
+  assert again.data_dir == builder.data_dir
+  assert scores.directory_reference(again.data_dir).normalize(12.0) == 0.5
 
 
 def test_mismatched_space_leaves_nothing_prepared(tmp_path):
