@@ -54,15 +54,39 @@ def test_truncated_episode_sets_is_last_only():
   assert not steps[fields.IS_TERMINAL].any()
 
 
-def test_not_stored_final_observation_keeps_last_real_step():
+@pytest.mark.parametrize('terminal', [True, False])
+def test_not_stored_final_observation_becomes_a_marked_copy(terminal):
+  """Every real action and reward is on a step that is not is_last; the placeholder last step
+  repeats the last real observation and is marked as a copy."""
   policy = BoundaryPolicy(FinalObservation.NOT_STORED)
   trajectory = policy.trajectory(np.arange(3.)[:, None], np.array([7, 8, 9]), np.array([1., 2., 3.]),
-                                 terminal_flag=True)
+                                 terminal_flag=terminal, step_metadata={'q': np.array([4, 5, 6])})
+  assert trajectory.final_observation_is_copy
   steps = episodes.to_episode(trajectory).steps
-  assert len(steps[fields.REWARD]) == 3  # No invented final observation.
-  np.testing.assert_array_equal(steps[fields.ACTION], [7, 8, 9])
-  np.testing.assert_array_equal(steps[fields.DISCOUNT], [1, 1, 0])
-  np.testing.assert_array_equal(steps[fields.IS_TERMINAL], [False, False, True])
+  np.testing.assert_array_equal(steps[fields.OBSERVATION], [[0], [1], [2], [2]])
+  np.testing.assert_array_equal(steps[fields.OBSERVATION_IS_COPY], [False, False, False, True])
+  np.testing.assert_array_equal(steps[fields.ACTION], [7, 8, 9, 0])
+  np.testing.assert_array_equal(steps[fields.REWARD], [1, 2, 3, 0])
+  np.testing.assert_array_equal(steps['q'], [4, 5, 6, 0])
+  np.testing.assert_array_equal(steps[fields.IS_LAST], [False, False, False, True])
+  np.testing.assert_array_equal(steps[fields.IS_TERMINAL], [False, False, False, terminal])
+  np.testing.assert_array_equal(steps[fields.DISCOUNT], [1, 1, 0, 0] if terminal else [1, 1, 1, 1])
+  assert validation.validate_episodes([episodes.to_episode(trajectory)]).ok
+  transitions = episodes.to_transitions(steps)  # The last one leads to the copy.
+  np.testing.assert_array_equal(transitions[fields.REWARD], [1, 2, 3])
+  np.testing.assert_array_equal(transitions[fields.NEXT_OBSERVATION], [[1], [2], [2]])
+  np.testing.assert_array_equal(transitions[fields.DISCOUNT], [1, 1, 0] if terminal else [1, 1, 1])
+
+
+def test_copy_mask_only_where_the_policy_marks_copies():
+  obs, acts, rews = np.zeros((2, 1)), np.zeros(2), np.zeros(2)
+  marked = BoundaryPolicy(FinalObservation.NEXT_OBSERVATIONS, marks_copies=True)
+  kept = episodes.to_episode(marked.trajectory(obs, acts, rews, next_observations=obs + 1)).steps
+  np.testing.assert_array_equal(kept[fields.OBSERVATION_IS_COPY], [False, False, False])
+  plain = BoundaryPolicy(FinalObservation.NEXT_OBSERVATIONS)
+  assert fields.OBSERVATION_IS_COPY not in episodes.to_episode(
+      plain.trajectory(obs, acts, rews, next_observations=obs)).steps
+  assert BoundaryPolicy(FinalObservation.NOT_STORED, marks_copies=False).marks_copies
 
 
 def test_next_observations_give_final_step():

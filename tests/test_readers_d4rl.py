@@ -105,19 +105,27 @@ def test_replay_file_column_rewards_and_terminal_at_time_limit():
   assert trajectories[0].metadata['iteration'] == 300
 
 
-def test_file_without_next_observations_invents_no_final_observation():
+def test_file_without_next_observations_repeats_the_last_observation_as_a_marked_copy():
   trajectories = list(d4rl.read_trajectories(RANDOM, layout('walker2d', 'random')))
+  data = raw(RANDOM)
   assert [len(t.rewards) for t in trajectories] == [1, 3, 2, 3, 1]
-  assert all(t.final_observation is None for t in trajectories)
+  assert all(t.final_observation_is_copy for t in trajectories)
   assert all(t.metadata == {} for t in trajectories)
   length_one = episodes.to_episode(trajectories[0])
-  assert length_one.num_steps == 1
-  np.testing.assert_array_equal(length_one.steps[fields.IS_TERMINAL], [True])
-  np.testing.assert_array_equal(length_one.steps[fields.DISCOUNT], [0])
-  tail = episodes.to_episode(trajectories[-1])  # One cut row: truncated, no placeholder step.
-  np.testing.assert_array_equal(tail.steps[fields.IS_LAST], [True])
-  np.testing.assert_array_equal(tail.steps[fields.IS_TERMINAL], [False])
-  np.testing.assert_array_equal(tail.steps[fields.REWARD], raw(RANDOM)['rewards'][-1:])
+  assert length_one.num_steps == 2  # The action's step, then the placeholder copy.
+  np.testing.assert_array_equal(length_one.steps[fields.OBSERVATION],
+                                data['observations'][[0, 0]])
+  np.testing.assert_array_equal(length_one.steps[fields.OBSERVATION_IS_COPY], [False, True])
+  np.testing.assert_array_equal(length_one.steps[fields.IS_TERMINAL], [False, True])
+  np.testing.assert_array_equal(length_one.steps[fields.DISCOUNT], [0, 0])
+  np.testing.assert_array_equal(length_one.steps[fields.REWARD], [data['rewards'][0], 0])
+  tail = episodes.to_episode(trajectories[-1])  # One cut row: truncated.
+  np.testing.assert_array_equal(tail.steps[fields.IS_LAST], [False, True])
+  np.testing.assert_array_equal(tail.steps[fields.IS_TERMINAL], [False, False])
+  np.testing.assert_array_equal(tail.steps[fields.DISCOUNT], [1, 1])
+  np.testing.assert_array_equal(tail.steps[fields.REWARD], [*data['rewards'][-1:], 0])
+  with_next = list(d4rl.read_trajectories(MEDIUM, layout('halfcheetah', 'medium')))
+  assert not any(t.final_observation_is_copy for t in with_next)  # Marked too, as real.
 
 
 def test_without_layout_reads_everything_stored():

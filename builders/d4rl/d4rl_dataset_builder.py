@@ -77,7 +77,8 @@ class Builder(builder_base.RLDSBuilder):
             action=features.tensor(layout.action.shape, layout.action.dtype),
             reward=features.scalar(layout.reward.dtype),
             step_metadata={d4rl.INFOS: _features(layout.infos)} if layout.infos else None,
-            episode_metadata=_features(layout.metadata)),
+            episode_metadata=_features(layout.metadata),
+            observation_is_copy=d4rl.WITHOUT_NEXT_OBSERVATIONS.marks_copies),
         supervised_keys=None,
         homepage='https://github.com/Farama-Foundation/D4RL',
     )

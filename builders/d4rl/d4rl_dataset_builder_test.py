@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 import rlds_suite
+import rlds_suite.tfds.datasets  # rlds_suite loads it lazily; the tests use it by path.
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.builders.d4rl import d4rl_dataset_builder
@@ -26,7 +27,7 @@ class D4RLTest(tfds.testing.DatasetBuilderTestCase):
 
 def _raw(path: pathlib.Path) -> dict:
   with h5py.File(path, 'r') as f:
-    return {key: f[key][()] for key in ('observations', 'rewards', 'terminals')}
+    return {key: f[key][()] for key in ('observations', 'actions', 'rewards', 'terminals')}
 
 
 class D4RLValuesTest(tfds.testing.TestCase):
@@ -100,16 +101,39 @@ class D4RLValuesTest(tfds.testing.TestCase):
                      [True, False, True, False, False])
     self.assertNotIn('policy', episodes[0])
 
-  def test_without_next_observations_no_final_step_is_invented(self):
+  def test_without_next_observations_the_last_observation_is_repeated_as_a_marked_copy(self):
     builder = self._build('walker2d-random-v2', DUMMY_DATA)
     report = rlds_suite.validate(builder)
     report.raise_if_invalid()
-    self.assertEqual((report.num_episodes, report.num_steps), (5, 10))  # One step per row.
-    episodes = self._episodes_in_file_order(builder, DUMMY_DATA / 'walker2d_random-v2.hdf5')
+    self.assertEqual((report.num_episodes, report.num_steps), (5, 10 + 5))  # Rows + placeholders.
+    file = DUMMY_DATA / 'walker2d_random-v2.hdf5'
+    raw = _raw(file)
+    episodes = self._episodes_in_file_order(builder, file)
+    self.assertEqual([len(e[fields.STEPS][fields.REWARD]) for e in episodes], [2, 4, 3, 4, 2])
     first = episodes[0][fields.STEPS]  # Terminal after one action.
-    np.testing.assert_array_equal(first[fields.IS_TERMINAL], [True])
-    np.testing.assert_array_equal(first[fields.DISCOUNT], [0])
-    self.assertEqual([len(e[fields.STEPS][fields.REWARD]) for e in episodes], [1, 3, 2, 3, 1])
+    np.testing.assert_array_equal(first[fields.OBSERVATION], raw['observations'][[0, 0]])
+    np.testing.assert_array_equal(first[fields.OBSERVATION_IS_COPY], [False, True])
+    np.testing.assert_array_equal(first[fields.IS_TERMINAL], [False, True])
+    np.testing.assert_array_equal(first[fields.DISCOUNT], [0, 0])
+    for episode in episodes:
+      copies = episode[fields.STEPS][fields.OBSERVATION_IS_COPY]
+      self.assertEqual(copies.tolist(), [False] * (len(copies) - 1) + [True])
+    np.testing.assert_array_equal(
+        np.concatenate([e[fields.STEPS][fields.REWARD][:-1] for e in episodes]), raw['rewards'])
+
+    # RLDS's own statistics see every real action and reward: only the placeholders are is_last.
+    from rlds_suite.compat.rlds_compat import rlds  # pylint: disable=g-import-not-at-top
+    mean, std = rlds.transformations.mean_and_std(builder.as_dataset(split='train'),
+                                                  rlds.transformations.sar_fields_mask)
+    np.testing.assert_allclose(mean[fields.REWARD], raw['rewards'].mean(), rtol=1e-6)
+    # rlds's std is the sample std.
+    np.testing.assert_allclose(std[fields.REWARD], raw['rewards'].std(ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(mean[fields.ACTION], raw['actions'].mean(axis=0), rtol=1e-5)
+
+  def test_files_with_next_observations_have_the_same_fields_and_no_copies(self):
+    builder = self._build('halfcheetah-medium-v2', DUMMY_DATA)
+    for episode in rlds_suite.tfds.datasets.numpy_episodes(builder.as_dataset(split='train')):
+      self.assertFalse(episode[fields.STEPS][fields.OBSERVATION_IS_COPY].any())
 
   def test_file_without_timeouts_needs_the_time_limit(self):
     manual_dir = pathlib.Path(self.tmp_dir) / 'manual'
@@ -123,7 +147,7 @@ class D4RLValuesTest(tfds.testing.TestCase):
     builder = self._build('walker2d-random-v2', manual_dir, time_limit=3)
     report = rlds_suite.validate(builder)
     report.raise_if_invalid()
-    self.assertEqual((report.num_episodes, report.num_steps), (4, 10))
+    self.assertEqual((report.num_episodes, report.num_steps), (4, 10 + 4))
     episodes = self._episodes_in_file_order(builder, manual_dir / 'walker2d_random-v2.hdf5')
     self.assertEqual([bool(e[fields.STEPS][fields.IS_TERMINAL][-1]) for e in episodes],
                      [False, True, False, False])

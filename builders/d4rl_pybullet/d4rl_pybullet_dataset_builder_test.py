@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 import rlds_suite
+import rlds_suite.tfds.datasets  # rlds_suite loads it lazily; the tests use it by path.
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.builders.d4rl_pybullet import d4rl_pybullet_dataset_builder

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 import rlds_suite
+import rlds_suite.tfds.datasets  # rlds_suite loads it lazily; the tests use it by path.
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.builders.imitation_rollouts import imitation_rollouts_dataset_builder

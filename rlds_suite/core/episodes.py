@@ -3,9 +3,13 @@
 This module is the only place that knows episode-boundary rules.
 
 RLDS alignment (as RLDS/EnvLogger define it): step t holds observation o_t, the action a_t taken at
-it, the reward r_t that action earned and the discount d_t that came with it. When the observation
-after the last action is known, it becomes one extra last step whose action and reward are
-zero-filled placeholders.
+it, the reward r_t that action earned and the discount d_t that came with it. The observation after
+the last action becomes one extra last step whose action and reward are zero-filled placeholders,
+so that every real action and reward is on a step that is not `is_last` (RLDS's own tools, e.g.
+`sar_fields_mask`, ignore the action and reward of `is_last` steps). Formats that did not keep that
+observation (FinalObservation.NOT_STORED) get the same placeholder step with the last real
+observation repeated, and the step mask `fields.OBSERVATION_IS_COPY` (True on that step only) says
+so.
 
 Endings:
   * TERMINATED (the environment reached an absorbing state): the last step has `is_terminal=True`,
@@ -55,6 +59,9 @@ class Trajectory:
   metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   discounts: Optional[np.ndarray] = None
   final_step_metadata: Optional[Mapping[str, Nested]] = None
+  # True: `final_observation` repeats the last real one (the format did not keep it); None: the
+  # format never repeats one, and its steps have no OBSERVATION_IS_COPY mask.
+  final_observation_is_copy: Optional[bool] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +89,9 @@ class FinalObservation(enum.Enum):
   EXTRA_ROW = 'extra_row'  # T+1 observations, T actions and rewards (imitation, MAGICAL).
   LAST_ROW = 'last_row'  # T+1 rows of every field; the last row's action is never taken (d4rl-pybullet).
   NEXT_OBSERVATIONS = 'next_observations'  # T rows and a next_observations column (D4RL v2).
-  NOT_STORED = 'not_stored'  # T rows; the observation after the last action was not kept.
+  # T rows; the observation after the last action was not kept: the placeholder last step repeats
+  # the last real one, marked by the step mask OBSERVATION_IS_COPY.
+  NOT_STORED = 'not_stored'
   # A terminated episode's last row holds only the terminal observation (its action and reward were
   # never taken, LAST_ROW); any other episode's rows are all actions (NOT_STORED). RL Unplugged Atari.
   LAST_ROW_WHEN_TERMINATED = 'last_row_when_terminated'
@@ -107,7 +116,10 @@ class BoundaryPolicy:
   `discount_timing` says how native per-row discounts (when a format stores them) line up, like
   `reward_timing` for rewards (the same when None). `padding_rows` are rows a format writes before
   each episode's first step (dopamine's replay buffer: stack_size - 1 all-zero rows); they hold no
-  step and are dropped, after checking that they are zero.
+  step and are dropped, after checking that they are zero. `marks_copies`: steps carry the
+  OBSERVATION_IS_COPY mask; always so for formats that may not keep the final observation
+  (NOT_STORED, LAST_ROW_WHEN_TERMINATED); set it for a format whose files may or may not keep it
+  (D4RL with or without next_observations), so that every file gives the same step fields.
   """
   final_observation: FinalObservation
   reward_timing: RewardTiming = RewardTiming.EARNED
@@ -115,6 +127,7 @@ class BoundaryPolicy:
   time_limit: Optional[int] = None
   discount_timing: Optional[RewardTiming] = None
   padding_rows: int = 0
+  marks_copies: bool = False
 
   def __post_init__(self):
     final_row = (FinalObservation.LAST_ROW, FinalObservation.LAST_ROW_WHEN_TERMINATED)
@@ -125,6 +138,9 @@ class BoundaryPolicy:
       raise ValueError('discounts on arrival are only defined for formats whose last row is final')
     if (self.ending_rule is EndingRule.TIME_LIMIT) != (self.time_limit is not None):
       raise ValueError('EndingRule.TIME_LIMIT needs time_limit, and only it uses one')
+    if self.final_observation in (FinalObservation.NOT_STORED,
+                                  FinalObservation.LAST_ROW_WHEN_TERMINATED):
+      object.__setattr__(self, 'marks_copies', True)
 
   def ending(self, num_actions: int, terminal_flag: bool) -> Ending:
     if self.ending_rule is EndingRule.ALWAYS_TRUNCATED:
@@ -167,6 +183,7 @@ class BoundaryPolicy:
     if layout is FinalObservation.LAST_ROW_WHEN_TERMINATED:
       layout = FinalObservation.LAST_ROW if terminal_flag else FinalObservation.NOT_STORED
     final = None
+    copied = (layout is FinalObservation.NOT_STORED) if self.marks_copies else None
     if layout is FinalObservation.EXTRA_ROW:
       _expect(n_obs == n_act + 1, fields.OBSERVATION,
               f'expected one more observation than actions, got {n_obs} and {n_act}')
@@ -195,9 +212,11 @@ class BoundaryPolicy:
         _expect(_length(next_observations, 'next_observations') == n_act, 'next_observations',
                 f'expected {n_act} rows')
         final = nested.row(next_observations, -1)
-      elif discounts is not None and self._discount_timing is RewardTiming.ON_ARRIVAL:
-        # Row t + 1 holds the discount a_t earned; the last action's was not kept.
-        discounts = np.append(discounts[1:], np.float32(1))
+      else:  # NOT_STORED: the placeholder last step repeats the last real observation.
+        final = nested.row(observations, -1)
+        if discounts is not None and self._discount_timing is RewardTiming.ON_ARRIVAL:
+          # Row t + 1 holds the discount a_t earned; the last action's was not kept.
+          discounts = np.append(discounts[1:], np.float32(1))
     if step_metadata:
       _expect(_length(step_metadata, 'step_metadata') == n_act, 'step_metadata',
               f'expected {n_act} rows (one per action)')
@@ -209,7 +228,8 @@ class BoundaryPolicy:
         final_observation=final,
         step_metadata=step_metadata,
         metadata=dict(metadata or {}),
-        discounts=discounts)
+        discounts=discounts,
+        final_observation_is_copy=copied)
 
   @property
   def _discount_timing(self) -> RewardTiming:
@@ -237,8 +257,9 @@ class TrajectoryBatch:
   """Trajectories with their rows concatenated, converted in one numpy pass per field.
 
   Trajectory i owns `num_actions[i]` consecutive rows of observations, actions, rewards, discounts
-  and step_metadata, and row i of `terminated`, `final_observations`, `final_step_metadata` and
-  `metadata` (each as in `Trajectory`; final observations are given for all or none).
+  and step_metadata, and row i of `terminated`, `final_observations`, `final_step_metadata`,
+  `metadata` and `final_observation_is_copy` (each as in `Trajectory`; final observations and copy
+  flags are given for all or none).
   """
   observations: Nested
   actions: Nested
@@ -250,6 +271,7 @@ class TrajectoryBatch:
   final_step_metadata: Optional[Mapping[str, Nested]] = None
   metadata: Sequence[Mapping[str, Any]] = ()
   discounts: Optional[np.ndarray] = None
+  final_observation_is_copy: Optional[np.ndarray] = None
 
   @classmethod
   def of(cls, trajectory: Trajectory) -> 'TrajectoryBatch':
@@ -266,7 +288,9 @@ class TrajectoryBatch:
                terminated=np.array([trajectory.ending is Ending.TERMINATED]),
                final_observations=final, step_metadata=step_metadata,
                final_step_metadata=final_metadata, metadata=[trajectory.metadata],
-               discounts=trajectory.discounts)
+               discounts=trajectory.discounts,
+               final_observation_is_copy=(None if trajectory.final_observation_is_copy is None
+                                          else np.array([trajectory.final_observation_is_copy])))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,6 +336,13 @@ def to_episodes(batch: TrajectoryBatch) -> EpisodeBatch:
   if batch.final_step_metadata is not None and batch.final_observations is None:
     raise errors.EpisodeBoundaryError('final-step metadata without a final observation',
                                       field='step_metadata')
+  copies = batch.final_observation_is_copy
+  if copies is not None:
+    copies = np.asarray(copies, dtype=bool).reshape(-1)
+    if batch.final_observations is None or len(copies) != len(counts):
+      raise errors.EpisodeBoundaryError(
+          f'expected a copy flag per episode ({len(counts)}), with final observations',
+          field=fields.OBSERVATION_IS_COPY)
 
   has_final = batch.final_observations is not None
   lengths = counts + has_final
@@ -355,6 +386,10 @@ def to_episodes(batch: TrajectoryBatch) -> EpisodeBatch:
       fields.IS_TERMINAL: is_terminal,
       **step_metadata,
   }
+  if copies is not None:
+    observation_is_copy = np.zeros(num_steps, dtype=bool)
+    observation_is_copy[ends - 1] = copies
+    steps[fields.OBSERVATION_IS_COPY] = observation_is_copy
   metadata = [dict(m) for m in batch.metadata] or [{} for _ in counts]
   if len(metadata) != len(counts):
     raise errors.SchemaError(f'expected episode metadata for {len(counts)} episodes, got '
@@ -437,8 +472,10 @@ def jump_ends(positions: np.ndarray, threshold: float) -> np.ndarray:
 def to_transitions(steps: Mapping[str, Nested]) -> dict[str, Nested]:
   """RLDS steps of one episode -> transitions (o_t, a_t, r_t, d_t, o_t+1, is_terminal_t+1).
 
-  Transitions never cross an episode. The last step has no successor and starts none; for formats
-  that did not keep the final observation, its action and reward therefore only appear as a step.
+  Transitions never cross an episode. The last step has no successor and starts none. For formats
+  that did not keep the final observation, the last transition leads to the placeholder step
+  (OBSERVATION_IS_COPY): after a termination its discount is 0 and o_t+1 is never used (D4RL's own
+  qlearning_dataset keeps this transition too); after a truncation o_t+1 repeats o_t.
   """
   num = len(steps[fields.IS_FIRST]) - 1
   head = slice(0, num)

@@ -10,7 +10,8 @@ Rows are already in standard alignment, (o_t, a_t, r_t earned by a_t): terminals
 absorbing, timeouts[t] that the episode was cut after a_t. A file is therefore cut into episodes at
 terminal or timeout rows (`episodes.episode_ends`), the terminal flag of an episode's last row decides
 termination, and next_observations, when the file has them, supply the final observation. Files
-without them did not keep it, and no observation is invented for it.
+without them did not keep it: the placeholder last step repeats the last real observation, marked
+by the step mask `observation_is_copy` (rlds_suite.core.episodes).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from rlds_suite.core import nested
 from rlds_suite.core.episodes import BoundaryPolicy, FinalObservation, Trajectory
 from rlds_suite.readers import hdf5
 
-WITH_NEXT_OBSERVATIONS = BoundaryPolicy(final_observation=FinalObservation.NEXT_OBSERVATIONS)
+# Files with and without next_observations give the same step fields (OBSERVATION_IS_COPY).
+WITH_NEXT_OBSERVATIONS = BoundaryPolicy(final_observation=FinalObservation.NEXT_OBSERVATIONS,
+                                        marks_copies=True)
 WITHOUT_NEXT_OBSERVATIONS = BoundaryPolicy(final_observation=FinalObservation.NOT_STORED)
 
 URL_PREFIX = 'http://rail.eecs.berkeley.edu/datasets/offline_rl/gym_mujoco_v2/'

@@ -58,8 +58,13 @@ def rlds_features(*,
                   action: Any,
                   reward: Any = None,
                   step_metadata: Optional[Mapping[str, Any]] = None,
-                  episode_metadata: Optional[Mapping[str, Any]] = None) -> tfds.features.FeaturesDict:
-  """The FeaturesDict of an RLDS dataset: {'steps': Dataset({...}), **episode_metadata}."""
+                  episode_metadata: Optional[Mapping[str, Any]] = None,
+                  observation_is_copy: bool = False) -> tfds.features.FeaturesDict:
+  """The FeaturesDict of an RLDS dataset: {'steps': Dataset({...}), **episode_metadata}.
+
+  `observation_is_copy`: the steps carry that mask, as episodes of a format whose BoundaryPolicy
+  `marks_copies` do (pass `policy.marks_copies`).
+  """
   steps = {
       fields.OBSERVATION: observation,
       fields.ACTION: action,
@@ -70,6 +75,10 @@ def rlds_features(*,
       fields.IS_TERMINAL: scalar(np.bool_, doc='The episode ended by termination, not truncation.'),
       **dict(step_metadata or {}),
   }
+  if observation_is_copy:
+    steps[fields.OBSERVATION_IS_COPY] = scalar(
+        np.bool_, doc='The format did not keep the final observation: this placeholder last step '
+        'repeats the last real one.')
   return tfds.features.FeaturesDict({
       fields.STEPS: tfds.features.Dataset(steps),
       **dict(episode_metadata or {}),
