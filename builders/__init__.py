@@ -10,5 +10,6 @@ from rlds_suite.builders.d4rl_pybullet import d4rl_pybullet_dataset_builder
 from rlds_suite.builders.ilr_atari_demos import ilr_atari_demos_dataset_builder
 from rlds_suite.builders.ilr_dm_control_demos import ilr_dm_control_demos_dataset_builder
 from rlds_suite.builders.ilr_procgen_demos import ilr_procgen_demos_dataset_builder
+from rlds_suite.builders.minerl_streams import minerl_streams_dataset_builder
 from rlds_suite.builders.minari import minari_dataset_builder
 from rlds_suite.builders.d4rl_families import d4rl_families_dataset_builder
