@@ -45,7 +45,8 @@ def test_validate_reports_violations_and_fails(tmp_path, capsys):
                                      name='broken')
   assert cli.main(['validate', str(directory)]) == 1
   out = capsys.readouterr().out
-  assert 'episode 1, step 0: is_last: is_last set before the final step' in out
+  assert ('error: is_last: is_last set before the final step: 1 in 1 episode(s), first at '
+          'episode 1, step 0') in out
 
 
 def test_typed_errors_exit_2_with_message(tmp_path, capsys):

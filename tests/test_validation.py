@@ -46,7 +46,8 @@ def test_every_violation_is_reported_with_indices():
       (3, 1, fields.IS_TERMINAL),
       (4, 1, fields.REWARD), (4, 3, fields.REWARD),
   }
-  with pytest.raises(errors.ValidationError, match='episode 1, step 2: is_first'):
+  with pytest.raises(errors.ValidationError, match='is_first set after the start of the episode: '
+                     '1 in 1 episode.s., first at episode 1, step 2'):
     report.raise_if_invalid()
 
 
@@ -65,3 +66,55 @@ def test_missing_fields_and_empty_episodes():
   report = validation.validate_episodes([{fields.STEPS: steps}, _steps(0)])
   assert [(v.episode, v.field) for v in report.violations] == [(0, fields.IS_TERMINAL),
                                                                (1, fields.STEPS)]
+
+
+def _terminated(n=4, **overrides):
+  """A terminated episode: discount 0 on the last action (step n-2) and the final step."""
+  discount = np.ones(n, np.float32)
+  discount[-2:] = 0
+  return _steps(n, **{fields.IS_TERMINAL: np.eye(1, n, n - 1, dtype=bool)[0],
+                      fields.DISCOUNT: discount, **overrides})
+
+
+def test_discount_rules_of_termination_and_truncation():
+  terminal_discount_one = _terminated(4, **{fields.DISCOUNT: np.array([1, 1, 1, 0], np.float32)})
+  terminal_step_discount_one = _terminated(3, **{fields.DISCOUNT: np.array([1, 0, 1], np.float32)})
+  truncated_discount_zero = _steps(3, **{fields.DISCOUNT: np.array([1, 0, 1], np.float32)})
+  report = validation.validate_episodes(
+      [_terminated(), terminal_discount_one, terminal_step_discount_one, truncated_discount_zero])
+  assert [(v.episode, v.step, v.field) for v in report.violations] == [
+      (1, 2, fields.DISCOUNT), (2, 2, fields.DISCOUNT), (3, 1, fields.DISCOUNT)]
+  assert 'action reaching the terminal step has a non-zero discount' in str(report.violations[0])
+  assert 'terminal step has a non-zero discount: 1' in str(report.violations[1])
+  assert 'truncation keeps 1' in str(report.violations[2])
+  assert not report.ok and not report.warnings
+
+
+def test_zero_discount_mid_episode_is_a_warning_with_its_reason():
+  mid = _terminated(6, **{fields.DISCOUNT: np.array([1, 0, 1, 0, 0, 0], np.float32)})
+  report = validation.validate_episodes([mid, _steps(3)])
+  assert report.ok  # Warnings do not invalidate.
+  assert [(v.episode, v.step) for v in report.warnings] == [(0, 1), (0, 3)]
+  assert report.warnings[0].kind == validation.MID_EPISODE_ZERO_DISCOUNT
+  assert 'lost life' in str(report.groups()[0])
+  assert report.summary()['warnings'] == 2 and report.summary()['violations'] == 0
+
+
+def test_violations_are_grouped_by_kind_with_counts_and_first_locations():
+  bad_last = lambda: _steps(4, **{fields.IS_LAST: np.array([False, True, False, True])})
+  nan_rewards = _steps(9, **{fields.REWARD: np.full(9, np.nan, np.float32)})
+  report = validation.validate_episodes([bad_last() for _ in range(7)] + [nan_rewards])
+  groups = report.groups()
+  assert [(g.field, g.kind, g.count, g.episodes) for g in groups] == [
+      (fields.IS_LAST, 'is_last set before the final step', 7, 7),
+      (fields.REWARD, 'non-finite reward', 9, 1)]
+  assert [v.location for v in groups[0].first] == [f'episode {i}, step 1' for i in range(5)]
+  text = str(groups[1])
+  assert text.startswith('error: reward: non-finite reward: 9 in 1 episode(s), first at '
+                         'episode 7, step 0 (nan); episode 7, step 1 (nan)')
+  assert text.endswith(', ...')
+  assert report.summary()['by_kind'] == {
+      'error: is_last: is_last set before the final step': 7, 'error: reward: non-finite reward': 9}
+  with pytest.raises(errors.ValidationError,
+                     match=r'16 violation\(s\):\n  error: is_last: .*: 7 in 7'):
+    report.raise_if_invalid()
