@@ -104,3 +104,10 @@ def test_manual_dir_without_the_file(tmp_path):
   shutil.copy(DUMMY_DATA / 'door-human-v1.hdf5', manual)
   with pytest.raises(errors.EmptyInputError, match='no pen-expert-v1.hdf5 here'):
     _build('pen-expert-v1', manual, tmp_path / 'out')
+
+
+class D4RLFamiliesTest(tfds.testing.DatasetBuilderTestCase):
+  """TFDS's standard builder checks (manual_dir = dummy_data) on configs with 3 episodes each."""
+  DATASET_CLASS = d4rl_families_dataset_builder.Builder
+  BUILDER_CONFIG_NAMES_TO_TEST = ['door-human-v1', 'pen-expert-v1', 'kitchen-partial-v0']
+  SPLITS = {'train': 3}
