@@ -10,8 +10,8 @@ state, not per-dataset):
   * parse groups in flight: GROUPS_IN_FLIGHT groups of `group_episodes` decoded episodes and
     their units per dataset;
   * blocks in flight: BLOCKS_IN_FLIGHT blocks of `block_units` units.
-Half the budget (after the file buffers) goes to blocks, half to the datasets' episode buffers and
-parse groups.
+HEADROOM of the budget is left for decoding temporaries and allocator slack; of the rest, after the
+file buffers, half goes to blocks, half to the datasets' episode buffers and parse groups.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ GROUP_EPISODES = 10  # Episodes parsed by one tf.io.parse_example, at most.
 PARSE_PARALLELISM = 2  # Groups parsed at once.
 # Parsed groups alive at once: being parsed, parsed and waiting to be cut into units, being cut.
 GROUPS_IN_FLIGHT = PARSE_PARALLELISM + 2
-# Blocks alive at once: the pieces being assembled, the block map's concatenation and permutation,
-# one block prefetched and the one the consumer cuts batches from.
-BLOCKS_IN_FLIGHT = 5
+# Blocks alive at once: the pieces being assembled, the block map's concatenation, one block
+# prefetched, and at the consumer the block read, its permuted copy and the previous permuted block
+# (the last batch handed out is a view into it).
+BLOCKS_IN_FLIGHT = 6
+HEADROOM = 0.15
 MIB = float(1 << 20)
 
 
@@ -95,7 +97,7 @@ def choose(*, memory_budget: Optional[int], max_episodes: int, max_block_units: 
   most that fit, a multiple of `batch_size`. Raises ValueError when not even one batch fits.
   """
   budget = default_memory_budget() if memory_budget is None else int(memory_budget)
-  rest = budget - file_buffer_bytes * len(episode_bytes)
+  rest = budget * (1 - HEADROOM) - file_buffer_bytes * len(episode_bytes)
   block_share = rest / 2 / BLOCKS_IN_FLIGHT
   block_units = max_block_units
   if block_units * unit_bytes > block_share:

@@ -85,8 +85,14 @@ class Stream:
     """Batches as nested numpy arrays, cut from the permuted blocks in numpy."""
     files = [f for group in self.files for f in group]
     blocks = reading.numpy_groups(self.blocks, files, ', '.join(self.names))
-    return cut_batches((self._permuted(index, block) for index, block in blocks),
-                       self.batch_size, self.drop_remainder)
+    return cut_batches(self._permute_each(blocks), self.batch_size, self.drop_remainder)
+
+  def _permute_each(self, blocks: Iterator[Any]) -> Iterator[Any]:
+    for index, block in blocks:
+      permuted = self._permuted(index, block)
+      del block  # Only the permuted copy stays while the next block is read.
+      yield permuted
+      del permuted
 
   def _permuted(self, index: int, block: Any) -> Any:
     if self.permute_seed is None:
