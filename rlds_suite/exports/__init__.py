@@ -1,0 +1,38 @@
+"""RLDS datasets -> other stacks' native formats, one module per target format.
+
+`export(source, to, out)` streams a dataset (a registered TFDS name or a dataset directory)
+episode by episode into `out`, so memory holds one episode whatever the dataset's size:
+  * `npz`: flat transition arrays in D4RL's layout (terminals and timeouts apart, next_observations);
+  * `d4rl`: the same as an HDF5 file, as D4RL's get_dataset returns it;
+  * `il_representations_dict`: il-representations' in-memory dict (obs, next_obs, acts, dones,
+    rews) as an .npz;
+  * `il_representations`: an il-representations processed shard (`demos.tar.zst`).
+A failed export leaves nothing at `out`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Optional
+
+from rlds_suite.core import errors
+
+# Target format -> module of rlds_suite.exports whose `export(episodes, out, **options)` writes it.
+FORMATS = {
+    'npz': 'npz',
+    'd4rl': 'd4rl',
+    'il_representations_dict': 'il_representations_dict',
+    'il_representations': 'il_representations',
+}
+
+
+def export(source: Any, to: str, out: errors.PathLike, *, split: Optional[str] = None,
+           data_dir: Optional[str] = None, **options: Any) -> Any:
+  """Writes the episodes of `source` (TFDS name, dataset directory or builder) as format `to`."""
+  if to not in FORMATS:
+    raise errors.SchemaError(f'unknown export format {to!r}; known: {sorted(FORMATS)}',
+                             field='to')
+  from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
+  module = importlib.import_module(f'rlds_suite.exports.{FORMATS[to]}')
+  episodes = datasets.numpy_episodes(datasets.episodes(source, split=split, data_dir=data_dir))
+  return module.export(episodes, out, **options)

@@ -1,0 +1,55 @@
+"""RLDS episodes as flat transition rows in D4RL's layout, shared by the npz and D4RL exports.
+
+One row per transition (o_t, a_t, r_t, o_t+1) of each episode, never crossing episodes
+(`rlds_suite.core.episodes.to_transitions`): `observations`, `actions`, `rewards`,
+`next_observations`, `terminals` (the transition reached an absorbing state) and `timeouts` (the
+episode was truncated after this transition), which D4RL keeps apart; at most one of them is True,
+on an episode's last row. Other step fields go to `infos/NAME`, nested fields to `a/b` keys.
+For formats that did not keep the final observation, the last transition's next_observations
+repeats its observation (the step mask `observation_is_copy` of the RLDS steps is not exported).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from rlds_suite.core import episodes
+from rlds_suite.core import fields
+from rlds_suite.core import nested
+
+OBSERVATIONS, ACTIONS, REWARDS = 'observations', 'actions', 'rewards'
+NEXT_OBSERVATIONS, TERMINALS, TIMEOUTS = 'next_observations', 'terminals', 'timeouts'
+INFOS = 'infos'
+
+
+def d4rl_rows(episode: Mapping[str, Any]) -> dict[str, np.ndarray]:
+  """One numpy RLDS episode ({'steps': ...}) -> flat D4RL columns (empty dict: no transition)."""
+  steps = episode[fields.STEPS]
+  transitions = episodes.to_transitions(steps)
+  num = len(transitions[fields.REWARD])
+  if num == 0:
+    return {}
+  terminals = np.asarray(transitions[fields.IS_TERMINAL], dtype=bool)
+  timeouts = np.zeros(num, dtype=bool)
+  timeouts[-1] = not terminals[-1]
+  columns = {
+      **_named(OBSERVATIONS, transitions[fields.OBSERVATION]),
+      **_named(ACTIONS, transitions[fields.ACTION]),
+      REWARDS: np.asarray(transitions[fields.REWARD]),
+      **_named(NEXT_OBSERVATIONS, transitions[fields.NEXT_OBSERVATION]),
+      TERMINALS: terminals,
+      TIMEOUTS: timeouts,
+  }
+  for name, values in steps.items():
+    if name not in fields.CORE_STEP_FIELDS and name != fields.OBSERVATION_IS_COPY:
+      columns.update(_named(f'{INFOS}/{name}', nested.take_rows(values, slice(0, num))))
+  return columns
+
+
+def _named(prefix: str, structure: Any) -> dict[str, np.ndarray]:
+  if isinstance(structure, Mapping):
+    return {f'{prefix}/{path}': np.asarray(value)
+            for path, value in nested.flatten_paths(structure).items()}
+  return {prefix: np.asarray(structure)}
