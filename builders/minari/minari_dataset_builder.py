@@ -66,10 +66,12 @@ class Builder(builder_base.RLDSBuilder):
   """
 
   def __init__(self, *, dataset_id: Optional[str] = None, minari_root: Optional[str] = None,
-               jpeg_encoding: Optional[bool] = None, **kwargs: Any):
+               jpeg_encoding: Optional[bool] = None, beam: bool = False, **kwargs: Any):
     """`dataset_id` picks the dataset (or pass config=MinariConfig(...)); `minari_root` overrides
     $MINARI_DATASETS_PATH and ~/.minari/datasets; `jpeg_encoding` declares the JPEG flag of
-    datasets whose metadata.json has none (Minari assumes true)."""
+    datasets whose metadata.json has none (Minari assumes true); `beam` generates the examples as
+    an Apache Beam pipeline, one element per episode (pass Beam options in the DownloadConfig)."""
+    self._beam = beam
     if dataset_id is not None:
       kwargs['config'] = config_for(dataset_id)
     config = kwargs.get('config')
@@ -113,6 +115,16 @@ class Builder(builder_base.RLDSBuilder):
     return {'train': self._generate_examples()}
 
   def _generate_examples(self):
-    for trajectory in minari.trajectories(self._metadata):
-      yield int(trajectory.metadata['episode_id']), episodes.to_episode(trajectory).as_example()
+    """With `beam`, a pipeline with one element per episode; otherwise a generator of all."""
+    if self._beam:
+      beam = tfds.core.lazy_imports.apache_beam
+      return (beam.Create(minari.episode_ids(self._metadata))
+              | beam.FlatMap(_examples, metadata=self._metadata))
+    return _examples(None, self._metadata)
+
+
+def _examples(episode_id: Optional[int], metadata: minari.Metadata):
+  """(key, example) of episode `episode_id`, or of every episode when it is None."""
+  for trajectory in minari.trajectories(metadata, None if episode_id is None else [episode_id]):
+    yield int(trajectory.metadata['episode_id']), episodes.to_episode(trajectory).as_example()
 

@@ -108,3 +108,27 @@ def test_mismatched_space_leaves_nothing_prepared(tmp_path):
   builder = minari_dataset_builder.Builder(dataset_id='cartpole/random-hdf5-v0',
                                            minari_root=str(root), data_dir=str(tmp_path / 'out'))
   assert not builder.is_prepared()
+
+
+@pytest.mark.timeout(600)
+def test_beam_build_equals_single_process_build(tmp_path):
+  """DirectRunner in multi-processing mode, 2 workers: the same episodes as the plain build."""
+  beam = pytest.importorskip('apache_beam')  # The tfds_cli extra (in `all`) installs it.
+  dataset_id = 'synthetic/dict-image-arrow-v0'
+  plain = _build(dataset_id, FIXTURES, tmp_path / 'plain')
+  builder = minari_dataset_builder.Builder(dataset_id=dataset_id, minari_root=str(FIXTURES),
+                                           data_dir=str(tmp_path / 'beam'), beam=True)
+  builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+      beam_options=beam.options.pipeline_options.PipelineOptions(
+          flags=[], runner='DirectRunner', direct_num_workers=2,
+          direct_running_mode='multi_processing')))
+  ours, theirs = _episodes(builder), _episodes(plain)
+  assert len(ours) == len(theirs) == 3
+  for a, b in zip(ours, theirs):
+    assert a['episode_id'] == b['episode_id']
+    for key in (fields.ACTION, fields.REWARD, fields.DISCOUNT, fields.IS_TERMINAL, fields.IS_LAST):
+      np.testing.assert_array_equal(a[fields.STEPS][key], b[fields.STEPS][key])
+    for key in ('image', 'state', 'mode'):
+      np.testing.assert_array_equal(a[fields.STEPS][fields.OBSERVATION][key],
+                                    b[fields.STEPS][fields.OBSERVATION][key])
+

@@ -32,7 +32,7 @@ import io
 import json
 import os
 import pathlib
-from typing import Any, Iterator, Mapping, Optional, Union
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import h5py
 import numpy as np
@@ -178,12 +178,32 @@ class EpisodeArrays:
   seed: Optional[int] = None
 
 
-def read_episodes(metadata: Metadata) -> Iterator[EpisodeArrays]:
-  """Every stored episode, in id order, decoded and checked against the declared spaces."""
+def episode_ids(metadata: Metadata) -> list[int]:
+  """The ids of the stored episodes, in order."""
   if metadata.data_format == 'hdf5':
-    yield from _read_hdf5(metadata)
+    with hdf5.open_file(metadata.path / HDF5_FILE) as f:
+      ids = sorted(int(name.split('_', 1)[1]) for name in f if name.startswith('episode_'))
+    if not ids:
+      raise errors.EmptyInputError('no episode_<i> groups', path=metadata.path / HDF5_FILE)
   else:
-    yield from _read_arrow(metadata)
+    ids = sorted(int(p.name) for p in metadata.path.iterdir() if p.is_dir() and p.name.isdigit())
+    if not ids:
+      raise errors.EmptyInputError('no <episode>/part-0.arrow directories', path=metadata.path)
+  return ids
+
+
+def read_episodes(metadata: Metadata,
+                  ids: Optional[Sequence[int]] = None) -> Iterator[EpisodeArrays]:
+  """The stored episodes `ids` (default: all, in id order), decoded and checked against the
+  declared spaces."""
+  ids = episode_ids(metadata) if ids is None else ids
+  if metadata.data_format == 'hdf5':
+    with hdf5.open_file(metadata.path / HDF5_FILE) as f:
+      for i in ids:
+        yield _hdf5_episode(f, i, metadata)
+  else:
+    for i in ids:
+      yield _arrow_episode(metadata, i)
 
 
 def trajectory(episode: EpisodeArrays, metadata: Metadata, path: errors.PathLike) -> Trajectory:
@@ -213,9 +233,9 @@ def read_trajectories(data_path: errors.PathLike,
   yield from trajectories(read_metadata(data_path, jpeg_encoding))
 
 
-def trajectories(metadata: Metadata) -> Iterator[Trajectory]:
-  """Every episode of the dataset `metadata` describes, in id order."""
-  for episode in read_episodes(metadata):
+def trajectories(metadata: Metadata, ids: Optional[Sequence[int]] = None) -> Iterator[Trajectory]:
+  """The episodes `ids` (default: all, in id order) of the dataset `metadata` describes."""
+  for episode in read_episodes(metadata, ids):
     yield trajectory(episode, metadata, _episode_file(metadata, episode.id))
 
 
@@ -225,27 +245,23 @@ def _episode_file(metadata: Metadata, episode_id: int) -> pathlib.Path:
   return metadata.path / str(episode_id) / ARROW_FILE
 
 
-def _read_hdf5(metadata: Metadata) -> Iterator[EpisodeArrays]:
-  with hdf5.open_file(metadata.path / HDF5_FILE) as f:
-    ids = sorted(int(name.split('_', 1)[1]) for name in f if name.startswith('episode_'))
-    if not ids:
-      raise errors.EmptyInputError('no episode_<i> groups', field='/')
-    for i in ids:
-      group = f[f'episode_{i}']
-      name = f'episode_{i}'
-      rewards = hdf5.read_array(group, 'rewards', ranks=(1,), kinds='fiu')
-      n = len(rewards)
-      seed = group.attrs.get('seed')
-      yield EpisodeArrays(
-          id=i,
-          observations=_hdf5_space(group, 'observations', metadata.observation_space,
-                                   metadata.jpeg_encoding, n + 1, name),
-          actions=_hdf5_space(group, 'actions', metadata.action_space, metadata.jpeg_encoding, n,
-                              name),
-          rewards=rewards,
-          terminations=hdf5.read_array(group, 'terminations', ranks=(1,), kinds='biu'),
-          truncations=hdf5.read_array(group, 'truncations', ranks=(1,), kinds='biu'),
-          seed=None if seed is None else int(seed))
+def _hdf5_episode(f: h5py.File, i: int, metadata: Metadata) -> EpisodeArrays:
+  name = f'episode_{i}'
+  group = f.get(name)
+  if not isinstance(group, h5py.Group):
+    raise errors.SchemaError('missing episode group', field=name)
+  rewards = hdf5.read_array(group, 'rewards', ranks=(1,), kinds='fiu')
+  n = len(rewards)
+  seed = group.attrs.get('seed')
+  return EpisodeArrays(
+      id=i,
+      observations=_hdf5_space(group, 'observations', metadata.observation_space,
+                               metadata.jpeg_encoding, n + 1, name),
+      actions=_hdf5_space(group, 'actions', metadata.action_space, metadata.jpeg_encoding, n, name),
+      rewards=rewards,
+      terminations=hdf5.read_array(group, 'terminations', ranks=(1,), kinds='biu'),
+      truncations=hdf5.read_array(group, 'truncations', ranks=(1,), kinds='biu'),
+      seed=None if seed is None else int(seed))
 
 
 def _hdf5_space(group: h5py.Group, key: str, space: Space, jpeg: bool, rows: int,
@@ -276,41 +292,35 @@ def _hdf5_space(group: h5py.Group, key: str, space: Space, jpeg: bool, rows: int
   return _check_values(array, space, field)
 
 
-def _read_arrow(metadata: Metadata) -> Iterator[EpisodeArrays]:
+def _arrow_episode(metadata: Metadata, i: int) -> EpisodeArrays:
   try:
     import pyarrow as pa  # pylint: disable=g-import-not-at-top
     import pyarrow.ipc  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError as e:
     raise errors.MissingDependencyError(
         'reading Minari arrow datasets needs pyarrow: pip install rlds_suite[minari]') from e
-  ids = sorted(int(p.name) for p in metadata.path.iterdir() if p.is_dir() and p.name.isdigit())
-  if not ids:
-    raise errors.EmptyInputError('no <episode>/part-0.arrow directories', path=metadata.path)
-  for i in ids:
-    path = metadata.path / str(i) / ARROW_FILE
-    try:
-      table = pa.ipc.open_file(str(path)).read_all()
-    except FileNotFoundError as e:
-      raise errors.EmptyInputError('missing episode file', path=path) from e
-    except (pa.ArrowInvalid, OSError) as e:
-      raise errors.CorruptFileError(f'not a readable Arrow IPC file: {e}', path=path) from e
-    with errors.located(path):
-      for column in ('observations', 'actions', 'rewards', 'terminations', 'truncations'):
-        if column not in table.column_names:
-          raise errors.SchemaError('missing column', field=column)
-      rows = table.num_rows
-      n = rows - 1  # Actions, rewards and flags are padded with one row after the last step.
-      episode_metadata = _arrow_episode_metadata(metadata.path / str(i))
-      observations = _arrow_space(table.column('observations').combine_chunks(),
-                                  metadata.observation_space, metadata.jpeg_encoding, 'observations')
-      actions = _arrow_space(table.column('actions').combine_chunks().slice(0, n),
-                             metadata.action_space, metadata.jpeg_encoding, 'actions')
-      yield EpisodeArrays(
-          id=i, observations=observations, actions=actions,
-          rewards=_arrow_numbers(table, 'rewards', n, 'fiu'),
-          terminations=_arrow_numbers(table, 'terminations', n, 'biu'),
-          truncations=_arrow_numbers(table, 'truncations', n, 'biu'),
-          seed=episode_metadata.get('seed'))
+  path = metadata.path / str(i) / ARROW_FILE
+  try:
+    table = pa.ipc.open_file(str(path)).read_all()
+  except FileNotFoundError as e:
+    raise errors.EmptyInputError('missing episode file', path=path) from e
+  except (pa.ArrowInvalid, OSError) as e:
+    raise errors.CorruptFileError(f'not a readable Arrow IPC file: {e}', path=path) from e
+  with errors.located(path):
+    for column in ('observations', 'actions', 'rewards', 'terminations', 'truncations'):
+      if column not in table.column_names:
+        raise errors.SchemaError('missing column', field=column)
+    n = table.num_rows - 1  # Actions, rewards and flags are padded with one row after the last step.
+    observations = _arrow_space(table.column('observations').combine_chunks(),
+                                metadata.observation_space, metadata.jpeg_encoding, 'observations')
+    actions = _arrow_space(table.column('actions').combine_chunks().slice(0, n),
+                           metadata.action_space, metadata.jpeg_encoding, 'actions')
+    return EpisodeArrays(
+        id=i, observations=observations, actions=actions,
+        rewards=_arrow_numbers(table, 'rewards', n, 'fiu'),
+        terminations=_arrow_numbers(table, 'terminations', n, 'biu'),
+        truncations=_arrow_numbers(table, 'truncations', n, 'biu'),
+        seed=_arrow_episode_metadata(metadata.path / str(i)).get('seed'))
 
 
 def _arrow_episode_metadata(directory: pathlib.Path) -> dict[str, Any]:
