@@ -113,7 +113,7 @@ def test_mismatched_space_leaves_nothing_prepared(tmp_path):
 @pytest.mark.timeout(600)
 def test_beam_build_equals_single_process_build(tmp_path):
   """DirectRunner in multi-processing mode, 2 workers: the same episodes as the plain build."""
-  beam = pytest.importorskip('apache_beam')  # The tfds_cli extra (in `all`) installs it.
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top  # tfds_cli extra, in `all`.
   dataset_id = 'synthetic/dict-image-arrow-v0'
   plain = _build(dataset_id, FIXTURES, tmp_path / 'plain')
   builder = minari_dataset_builder.Builder(dataset_id=dataset_id, minari_root=str(FIXTURES),
