@@ -1,10 +1,15 @@
 """EnvLogger Riegeli logs -> RLDS datasets, on numpy 2 with envlogger 1.2."""
 
+import shutil
+
 import envlogger
 from envlogger.converters import codec
+import numpy as np
+import pytest
 
 import rlds_suite
 from rlds_suite import cli
+from rlds_suite.core import errors
 from rlds_suite.compat import envlogger_compat
 from rlds_suite import envs
 from rlds_suite.recording import riegeli_ingest
@@ -18,25 +23,44 @@ def test_codec_workaround_is_still_needed():
       'rlds_suite/compat/envlogger_compat.py and its call in riegeli_ingest.py')
 
 
-def _write_riegeli(directory, episodes=3):
+class _NaNReward(Tape):
+  """An environment whose `at`-th step of every episode returns a NaN reward."""
+
+  def __init__(self, env, at):
+    super().__init__(env)
+    self._at = at
+
+  def step(self, action):
+    timestep = super().step(action)
+    if len(self.episodes[-1]) == self._at + 1:
+      timestep = timestep._replace(reward=np.float64('nan'))
+    return timestep
+
+
+def _write_riegeli(directory, episodes=3, env_id='gymnasium:CartPole-v1', reset_only=(),
+                   nan_reward_at=None):
+  """EnvLogger's own Riegeli logs; the episodes in `reset_only` get an extra reset before them."""
   envlogger_compat.patch_envlogger_codec()
-  env = Tape(envs.make('gymnasium:CartPole-v1', seed=0, max_episode_steps=15))
+  env = envs.make(env_id, seed=0, max_episode_steps=15)
+  env = Tape(env) if nan_reward_at is None else _NaNReward(env, nan_reward_at)
   policy = random_policy(env.action_spec(), 0)
   with envlogger.EnvLogger(env, data_directory=str(directory),
                            step_fn=lambda timestep, action, e: {'note': 'hi'},
                            episode_fn=lambda timestep, action, e: {'tag': 'x'}) as logged:
-    for _ in range(episodes):
+    for index in range(episodes):
+      if index in reset_only:
+        logged.reset()  # A reset and no action.
       timestep = logged.reset()
       while not timestep.last():
         timestep = logged.step(policy(timestep))
-  return env.episodes
+  return [e for e in env.episodes if len(e) > 1]
 
 
 def test_convert_round_trip(tmp_path):
   (tmp_path / 'logs').mkdir()
   taped = _write_riegeli(tmp_path / 'logs')
-  writer = riegeli_ingest.convert(tmp_path / 'logs', tmp_path / 'ds', name='cartpole')
-  assert writer.num_episodes_written == 3
+  done = riegeli_ingest.convert(tmp_path / 'logs', tmp_path / 'ds', name='cartpole')
+  assert done.num_episodes_written == 3 and done.reset_only_dropped == 0
   episodes = read_episodes(tmp_path / 'ds')
   for episode, tape in zip(episodes, taped):
     assert_matches_tape(episode, tape)
@@ -48,9 +72,73 @@ def test_cli_convert_and_record(tmp_path, capsys):
   (tmp_path / 'logs').mkdir()
   _write_riegeli(tmp_path / 'logs', episodes=2)
   assert cli.main(['convert', str(tmp_path / 'logs'), '--out', str(tmp_path / 'converted')]) == 0
-  assert '"episodes_written": 2' in capsys.readouterr().out
+  assert '"episodes_written": 2, "reset_only_episodes_dropped": 0' in capsys.readouterr().out
   assert cli.main(['record', '--env', 'gymnasium:CartPole-v1', '--policy', 'random',
                    '--episodes', '3', '--out', str(tmp_path / 'recorded'), '--seed', '0',
                    '--no_progress']) == 0
   assert len(read_episodes(tmp_path / 'recorded')) == 3
   assert rlds_suite.validate(tmp_path / 'recorded').ok
+
+
+def _bits(values):
+  return np.asarray(values, np.float64).view(np.int64).tolist()
+
+
+def test_convert_keeps_float64_rewards_exact(tmp_path):
+  """Pendulum's float64 rewards, bit for bit through EnvLogger's Riegeli log and convert."""
+  (tmp_path / 'logs').mkdir()
+  taped = _write_riegeli(tmp_path / 'logs', episodes=2, env_id='gymnasium:Pendulum-v1')
+  riegeli_ingest.convert(tmp_path / 'logs', tmp_path / 'ds', name='pendulum')
+  for episode, tape in zip(read_episodes(tmp_path / 'ds'), taped):
+    assert episode['steps']['reward'].dtype == np.float64
+    assert _bits(episode['steps']['reward'][:-1]) == _bits([t.reward for t, _ in tape[1:]])
+    assert len(set(_bits(episode['steps']['reward']))) > 10
+
+
+def test_reset_only_episodes_are_counted_and_not_written(tmp_path, capsys):
+  (tmp_path / 'logs').mkdir()
+  taped = _write_riegeli(tmp_path / 'logs', episodes=3, reset_only=(0, 2))
+  assert cli.main(['convert', str(tmp_path / 'logs'), '--out', str(tmp_path / 'ds')]) == 0
+  captured = capsys.readouterr()
+  assert '"episodes_written": 3, "reset_only_episodes_dropped": 2' in captured.out
+  assert '2 episode(s) with a reset and no action were not written' in captured.err
+  for episode, tape in zip(read_episodes(tmp_path / 'ds'), taped):
+    assert_matches_tape(episode, tape)
+
+
+def _dataset_files(directory):
+  return {p.relative_to(directory): p.read_bytes() for p in directory.rglob('*') if p.is_file()}
+
+
+def test_convert_is_all_or_nothing_and_names_the_offending_log(tmp_path, capsys):
+  (tmp_path / 'logs' / 'a').mkdir(parents=True)
+  (tmp_path / 'logs' / 'b').mkdir()
+  _write_riegeli(tmp_path / 'logs' / 'a', episodes=2)
+  _write_riegeli(tmp_path / 'logs' / 'b', episodes=1, env_id='gymnasium:Pendulum-v1')
+  out = tmp_path / 'ds'
+  with pytest.raises(errors.SpecMismatchError) as raised:
+    riegeli_ingest.convert(tmp_path / 'logs', out)
+  assert str(tmp_path / 'logs' / 'b') in str(raised.value)
+  assert 'differs from that of the first log' in str(raised.value)
+  assert not out.exists()
+  assert [p.name for p in tmp_path.iterdir()] == ['logs']  # No staging directory left behind.
+  assert cli.main(['convert', str(tmp_path / 'logs'), '--out', str(out)]) == 2
+  assert str(tmp_path / 'logs' / 'b') in capsys.readouterr().err
+
+  # Appending: a failure after the first log's episodes were converted changes nothing either.
+  riegeli_ingest.convert(tmp_path / 'logs' / 'a', out)
+  before = _dataset_files(out)
+  shutil.rmtree(tmp_path / 'logs' / 'b')
+  (tmp_path / 'logs' / 'b').mkdir()
+  _write_riegeli(tmp_path / 'logs' / 'b', episodes=1, nan_reward_at=3)
+  with pytest.raises(errors.InvalidValueError, match='non-finite'):
+    riegeli_ingest.convert(tmp_path / 'logs', out)
+  assert _dataset_files(out) == before
+  assert len(read_episodes(out)) == 2
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['ds', 'logs']
+
+  # A clean re-run appends each episode once.
+  shutil.rmtree(tmp_path / 'logs' / 'b')
+  done = riegeli_ingest.convert(tmp_path / 'logs', out)
+  assert done.num_episodes_written == 2 and len(read_episodes(out)) == 4
+  assert rlds_suite.validate(out).ok
