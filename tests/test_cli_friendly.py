@@ -55,6 +55,12 @@ def test_every_option_has_help():
     (['validate', 'setup.cfg'], 'is a file; expected a dataset directory'),
     (['build', 'magical_demos/move_to_region', '--manual_dir', 'setup.cfg'],
      'is a file; expected a directory of native files'),
+    (['record', '--env', 'gymnasium:CartPole-v1', '--option', 'foo=1', '--episodes', '1', '--out',
+      '/nonexistent/never_written'], "gymnasium:CartPole-v1 takes no option 'foo'"),
+    (['record', '--env', 'procgen:notagame', '--episodes', '1', '--out', '/nonexistent/x'],
+     "no procgen game 'notagame'; games: bigfish"),
+    (['record', '--env', 'gymnasium:NoSuch-v0', '--episodes', '1', '--out', '/nonexistent/x'],
+     "gymnasium:NoSuch-v0: Environment `NoSuch` doesn't exist"),
 ])
 def test_mistakes_are_one_line_and_exit_2(argv, message):
   result = _run(*argv)

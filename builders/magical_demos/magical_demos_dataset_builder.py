@@ -34,9 +34,13 @@ class Builder(builder_base.RLDSBuilder):
   MANUAL_DOWNLOAD_INSTRUCTIONS = """
   Download https://github.com/qxcv/magical-data/archive/master.zip (the archive MAGICAL's
   `try_download_demos` fetches; its content changes with the branch, so it has no fixed checksum),
-  unzip it and pass the directory as --manual_dir. Files named demo-<Task>-Demo-v0-*.pkl.gz are
-  found anywhere below it.
-  """
+  unzip it and pass the directory as --manual_dir (or unzip it into <data_dir>/downloads/manual).
+  Each config reads every file named demo-<Task>-Demo-v0-*.pkl.gz found anywhere below that
+  directory (gzip'd pickles of MILBenchTrajectory); the archive lays them out as
+    magical-data-master/move-to-region/demo-MoveToRegion-Demo-v0-000.pkl.gz
+    magical-data-master/move-to-region/demo-MoveToRegion-Demo-v0-001.pkl.gz ...
+  Configs and the <Task> they read: """ + ', '.join(
+      f'{_snake(task)}: {task}' for task in magical.TASKS) + '.\n'
 
   def _info(self) -> tfds.core.DatasetInfo:
     view = lambda name: features.image(magical.IMAGE_SHAPE, doc=f'{name} view, RGB.')

@@ -16,7 +16,7 @@ from rlds_suite.compat import quiet_tensorflow
 from rlds_suite.core import errors
 
 # Command modules under rlds_suite.cli, in the order `--help` lists them.
-COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'recover', 'convert', 'export', 'creator', 'list', 'show', 'stats')
+COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'recover', 'convert', 'export', 'creator', 'list', 'show', 'stats', 'verify')
 
 
 class _Parser(argparse.ArgumentParser):

@@ -12,15 +12,17 @@ def register(subparsers) -> None:
                       help='family:name, e.g. gymnasium:CartPole-v1, atari:Pong, '
                       'dm_control:cartpole-swingup, procgen:coinrun')
   parser.add_argument('--policy', default='random', help="policy (only 'random')")
-  parser.add_argument('--episodes', type=int, required=True)
+  parser.add_argument('--episodes', type=int, required=True, help='number of episodes to record')
   parser.add_argument('--out', required=True, help='dataset directory (appended to if it exists)')
-  parser.add_argument('--name', default='rollouts', help='dataset name')
-  parser.add_argument('--seed', type=int, default=None)
+  parser.add_argument('--name', default=None,
+                      help='dataset name (default: after the environment, e.g. gymnasium_cartpole_v1)')
+  parser.add_argument('--seed', type=int, default=None,
+                      help='seeds the environment and the random policy')
   parser.add_argument('--max_episode_steps', type=int, default=None,
                       help='cut episodes after this many actions (truncation)')
   parser.add_argument('--option', action='append', default=[], metavar='KEY=VALUE',
                       help='environment option, e.g. frame_skip=4, pixels=true (JSON values)')
-  parser.add_argument('--no_progress', action='store_true')
+  parser.add_argument('--no_progress', action='store_true', help='no progress bar')
   parser.set_defaults(func=run)
 
 
@@ -36,16 +38,11 @@ def _parse_options(pairs: list[str]) -> dict:
 
 
 def run(args) -> int:
-  from rlds_suite import envs  # pylint: disable=g-import-not-at-top
   from rlds_suite import recording  # pylint: disable=g-import-not-at-top
-  env = envs.make(args.env, seed=args.seed, **_parse_options(args.option))
-  try:
-    writer = recording.record(env, args.policy, episodes=args.episodes, data_dir=args.out,
-                              name=args.name, seed=args.seed,
-                              max_episode_steps=args.max_episode_steps,
-                              progress=not args.no_progress)
-  finally:
-    env.close()
+  writer = recording.record(args.env, args.policy, episodes=args.episodes, data_dir=args.out,
+                            name=args.name, seed=args.seed, env_options=_parse_options(args.option),
+                            max_episode_steps=args.max_episode_steps,
+                            progress=not args.no_progress)
   summary = {'out': args.out, 'episodes_written': writer.num_episodes_written}
   if writer.recovery_report.changed:  # What a killed earlier run left, salvaged first.
     summary['recovered'] = writer.recovery_report.summary()

@@ -65,6 +65,10 @@ class UnresolvedDatasetError(RLDSSuiteError, LookupError):
   """A dataset_configs entry names no registered dataset (rlds_suite.streams.catalog)."""
 
 
+class UnknownEnvironmentError(RLDSSuiteError, LookupError):
+  """An environment spec names no environment, or passes an option it does not take."""
+
+
 class MissingDependencyError(RLDSSuiteError, ImportError):
   """An optional dependency is needed for this feature and is not installed."""
 

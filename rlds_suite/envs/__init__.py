@@ -12,6 +12,7 @@ MissingDependencyError naming the extra to install.
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any, Optional
 
 import dm_env
@@ -39,7 +40,27 @@ def make(spec: str, *, seed: Optional[int] = None, **options: Any) -> dm_env.Env
         f'expected "family:name" with family in {sorted(_FAMILIES)}, got {spec!r}', field='env')
   module, factory = _FAMILIES[family]
   make_family = getattr(importlib.import_module(f'rlds_suite.envs.{module}'), factory)
-  return make_family(name, seed=seed, **options)
+  try:
+    return make_family(name, seed=seed, **options)
+  except errors.RLDSSuiteError:
+    raise
+  except TypeError as e:
+    if 'unexpected keyword argument' not in str(e):
+      raise
+    raise errors.UnknownEnvironmentError(
+        f'{spec} takes no option {_unexpected_keyword(e)!r} (options: {", ".join(options)})',
+        field='option') from e
+  except Exception as e:  # pylint: disable=broad-except
+    if type(e).__name__ not in ('NameNotFound', 'NamespaceNotFound', 'VersionNotFound',
+                                'DeprecatedEnv', 'UnregisteredEnv'):
+      raise
+    raise errors.UnknownEnvironmentError(f'{spec}: {e}', field='env') from e
+
+
+def _unexpected_keyword(error: TypeError) -> str:
+  """The keyword a TypeError says was unexpected ('?' when it does not say)."""
+  found = re.search(r"unexpected keyword argument '([^']+)'", str(error))
+  return found.group(1) if found else '?'
 
 
 def require(module: str, extra: str, hint: str = '') -> Any:

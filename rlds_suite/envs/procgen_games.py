@@ -11,6 +11,9 @@ terminations.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 from typing import Any, Optional
 
 import dm_env
@@ -18,6 +21,7 @@ from dm_env import specs
 import numpy as np
 
 from rlds_suite import envs
+from rlds_suite.core import errors
 
 SETUP_HINT = ('bash scripts/setup_envs.sh (procgen-mirror declares numpy<2 and old gym; the script '
               'installs procgen-mirror, gym3 and gym 0.26 with --no-deps, which work on numpy 2)')
@@ -29,7 +33,13 @@ class ProcgenEnvironment(dm_env.Environment):
   def __init__(self, game: str, *, seed: Optional[int] = None, start_level: int = 0,
                num_levels: int = 0, distribution_mode: str = 'hard', timeout_steps: int = 1000,
                render_frames: bool = False):
-    procgen = envs.require('procgen', 'procgen', SETUP_HINT)
+    # procgen imports gym 0.26, which prints a deprecation notice to stderr when first imported.
+    with contextlib.redirect_stderr(io.StringIO()):
+      procgen = envs.require('procgen', 'procgen', SETUP_HINT)
+    games = importlib.import_module('procgen.env').ENV_NAMES
+    if game not in games:  # procgen itself aborts the process on an unknown game (C++ map::at).
+      raise errors.UnknownEnvironmentError(
+          f'no procgen game {game!r}; games: {", ".join(games)}', field='env')
     self._make = lambda: procgen.ProcgenGym3Env(
         num=1, env_name=game, start_level=start_level, num_levels=num_levels,
         distribution_mode=distribution_mode, rand_seed=0 if seed is None else seed,

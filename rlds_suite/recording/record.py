@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
-from typing import Any, Callable, Iterable, Optional, Union
+import re
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 import dm_env
 import numpy as np
@@ -45,8 +47,9 @@ def record(env: Union[str, dm_env.Environment],
            *,
            episodes: int,
            data_dir: Union[str, os.PathLike],
-           name: str = 'rollouts',
+           name: Optional[str] = None,
            seed: Optional[int] = None,
+           env_options: Optional[Mapping[str, Any]] = None,
            max_episode_steps: Optional[int] = None,
            step_fn: Optional[Callable[..., Any]] = None,
            episode_fn: Optional[Callable[..., Any]] = None,
@@ -56,18 +59,25 @@ def record(env: Union[str, dm_env.Environment],
            **writer_kwargs) -> backend_lib.RLDSWriter:
   """Records `episodes` episodes of `policy` in `env` into the dataset directory `data_dir`.
 
-  `env` is a dm_env environment or an `rlds_suite.envs.make` spec ('gymnasium:CartPole-v1');
-  `policy` maps a timestep to an action, or is 'random'. Episodes cut at `max_episode_steps`
-  actions are written as truncated. With `handle_signals`, SIGUSR1 and SIGTERM checkpoint (see
-  rlds_suite.recording.signals). Returns the closed writer (counts of episodes written).
+  `env` is a dm_env environment or an `rlds_suite.envs.make` spec ('gymnasium:CartPole-v1',
+  made with `env_options`); `policy` maps a timestep to an action, or is 'random'. Episodes cut at
+  `max_episode_steps` actions are written as truncated. The dataset is named after the environment
+  unless `name` is given. With `handle_signals`, SIGUSR1 and SIGTERM checkpoint (see
+  rlds_suite.recording.signals). The dataset's provenance (environment, options, seed, policy,
+  start and end time, files' sha256) is written when recording ends. Returns the closed writer
+  (counts of episodes written).
   """
   import envlogger  # pylint: disable=g-import-not-at-top
   from rlds_suite import envs  # pylint: disable=g-import-not-at-top
   owns_env = isinstance(env, str)
+  env_spec = env if owns_env else type(env).__name__
+  name = name or dataset_name_for(env_spec)
+  started = _now()
   if owns_env:
-    env = envs.make(env, seed=seed)
+    env = envs.make(env, seed=seed, **(env_options or {}))
   if image_fields is None:
     image_fields = envs.image_fields(env)
+  policy_name = policy if isinstance(policy, str) else getattr(policy, '__qualname__', repr(policy))
   if isinstance(policy, str):
     if policy != 'random':
       raise errors.RLDSSuiteError(f"unknown policy {policy!r}; use 'random' or a callable",
@@ -81,6 +91,7 @@ def record(env: Union[str, dm_env.Environment],
   bar = _progress_bar(episodes, progress)
   try:
     with (signals.preemption_handlers(writer) if handle_signals else contextlib.nullcontext()):
+      steps = 0
       for _ in range(episodes):
         timestep = logged.reset()
         actions = 0
@@ -89,6 +100,9 @@ def record(env: Union[str, dm_env.Environment],
             break
           timestep = logged.step(policy(timestep))
           actions += 1
+        steps += actions
+        bar.set_postfix_str(f'{steps} steps, {steps / max(bar.format_dict["elapsed"], 1e-9):.0f} '
+                            'steps/s', refresh=False)
         bar.update(1)
       writer.close()
   finally:
@@ -96,7 +110,26 @@ def record(env: Union[str, dm_env.Environment],
     writer.close()
     if owns_env:
       env.close()
+  if writer.num_episodes_written:
+    from rlds_suite.tfds import provenance  # pylint: disable=g-import-not-at-top
+    provenance.write(data_dir, previous_runs=True, produced_by={
+        'recording': {'env': env_spec, 'env_options': dict(env_options or {}), 'seed': seed,
+                      'policy': policy_name, 'episodes_requested': episodes,
+                      'episodes_written': writer.num_episodes_written,
+                      'max_episode_steps': max_episode_steps, 'started': started,
+                      'ended': _now()}})
   return writer
+
+
+def dataset_name_for(env_spec: str) -> str:
+  """A TFDS dataset name from an environment spec: 'gymnasium:CartPole-v1' -> 'gymnasium_cartpole_v1'."""
+  name = re.sub(r'[^a-z0-9]+', '_', env_spec.lower())
+  name = name.strip('_') or 'rollouts'
+  return name if name[0].isalpha() else f'env_{name}'
+
+
+def _now() -> str:
+  return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
 
 def _progress_bar(total: int, enabled: bool):
