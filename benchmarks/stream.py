@@ -66,6 +66,7 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -187,57 +188,73 @@ def _rates(dataset, steps_per_element: int, seconds: float, min_steps: int = 0,
   return rates
 
 
-def _in_memory_batches(dataset):
-  """Copies of one of the dataset's batches, held in memory (up to 64 of them, 64 MiB) and
-  prefetched like ours: handing batches out is all that is left, so no stream of BATCH-step
-  batches is faster in the same loop."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  batch = next(iter(dataset))
-  size = sum(t.numpy().nbytes for t in tf.nest.flatten(batch))
-  copies = int(np.clip((64 << 20) // size, 4, 64))
-  return tf.data.Dataset.from_tensor_slices(
-      tf.nest.map_structure(lambda t: tf.stack([t] * copies), batch)).repeat().prefetch(
-          tf.data.AUTOTUNE)
+def _numpy_rate(batches, steps_per_batch: int, seconds: float, min_steps: int = 0,
+                warmup: int = 1) -> float:
+  """Steady-state steps/s of a Python loop over numpy batches (what a JAX/PyTorch loop sees),
+  timed as `_rates` times its Python loop."""
+  for _ in range(warmup):
+    next(batches)
+  steps, start = 0, time.perf_counter()
+  while True:
+    for _ in range(64):
+      next(batches)
+    steps += 64 * steps_per_batch
+    elapsed = time.perf_counter() - start
+    if elapsed >= seconds and steps >= min_steps:
+      break
+  del batches
+  gc.collect()
+  return steps / elapsed
 
 
 def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
-  """One round: every rate of both datasets, measured one after the other."""
+  """One round: every rate of both datasets, measured one after the other.
+
+  Rates are steps/s; `graph` keys come from a tf.function loop, the others from a Python loop.
+  """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   from rlds_suite import streams
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
-  from rlds_suite.streams import reading  # pylint: disable=g-import-not-at-top
   results = {}
-  block = streams.Shuffle().units // BATCH  # Batches per shuffle block: warm up past the first.
   for name in ('d4rl_like', 'image_like'):
     builder = datasets.load_builder(dirs[name])
     episodes = builder.info.splits['train'].num_examples
     files = sorted(str(p) for p in builder.data_path.glob('*.tfrecord*'))
-    # Our stream reads ahead into its episode buffer and blocks: time at least 4x that.
-    buffered = min(streams.Shuffle().episodes, episodes) * args.steps + streams.Shuffle().units
     ours = streams.stream([dirs[name]], batch_size=BATCH, seed=0)
+    cache_dir = os.path.join(args.work_dir, 'cache')
+    cached = streams.stream([dirs[name]], batch_size=BATCH, seed=0, cache_dir=cache_dir)
+    block = ours.sizes.block_units
+    # Our stream reads ahead into its episode buffer and blocks: time at least 4x that.
+    buffered = min(ours.sizes.datasets[0].episodes, episodes) * args.steps + 2 * block
     # Without TFDS's autocache (datasets under 250 MiB held in memory after the first pass): every
-    # rate here reads the files on every pass, as our stream must to keep memory flat.
+    # rate here reads the files on every pass, as our stream must to keep its memory flat.
     naive = (builder.as_dataset(split='train', read_config=tfds.ReadConfig(try_autocache=False))
              .flat_map(lambda e: e['steps']).shuffle(10_000).batch(BATCH))
     seconds = args.seconds
+    naive_rates = _rates(naive, BATCH, seconds, min_steps=2 * (10_000 + args.steps),
+                         warmup=10_000 // BATCH + 1)
+    raw_rates = _rates(tf.data.TFRecordDataset(files, buffer_size=8 << 20), args.steps, seconds,
+                       min_steps=episodes * args.steps, warmup=episodes)
     results[name] = {
         # The naive recipe's first batch fills its 10,000-step shuffle buffer; it refills at the end
         # of every pass.
-        'naive': _rates(naive, BATCH, seconds, min_steps=2 * (10_000 + args.steps),
-                        warmup=10_000 // BATCH + 1),
-        'raw_read': _rates(tf.data.TFRecordDataset(files, buffer_size=8 << 20), args.steps,
-                           seconds, min_steps=episodes * args.steps, warmup=episodes),
-        # Parsed and decoded whole episodes, no shuffling: where the time goes before our stages.
-        'decoded_episodes': _rates(reading.read_steps(builder, 'train'), args.steps, seconds,
-                                   min_steps=buffered, warmup=min(episodes, 16)),
-        'in_memory_batches': _rates(_in_memory_batches(ours), BATCH, seconds),
-        'ours': _rates(ours, BATCH, seconds, min_steps=4 * buffered, warmup=block),
+        'naive': naive_rates['python'],
+        'naive_graph': naive_rates['graph'],
+        'raw_read': raw_rates['python'],
+        'raw_read_graph': raw_rates['graph'],
+        'ours': _numpy_rate(streams.as_numpy(ours), BATCH, seconds, min_steps=4 * buffered,
+                            warmup=block // BATCH),
+        'ours_tf_graph': _rates(ours.dataset, BATCH, seconds, min_steps=4 * buffered,
+                                warmup=block // BATCH)['graph'],
+        # Later epochs: the cache was filled when the stream was made.
+        'cached': _numpy_rate(streams.as_numpy(cached), BATCH, seconds, min_steps=4 * block,
+                              warmup=block // BATCH),
     }
     if name == 'd4rl_like':
       mix = streams.stream([dirs[name]] * 3, batch_size=BATCH, seed=0)
-      results[name]['ours_3_mix'] = _rates(mix, BATCH, seconds, min_steps=4 * buffered,
-                                           warmup=block)
+      results[name]['ours_3_mix'] = _numpy_rate(streams.as_numpy(mix), BATCH, seconds,
+                                                min_steps=4 * buffered, warmup=block // BATCH)
   return results
 
 
@@ -257,42 +274,53 @@ def _vm_hwm_mib() -> float:
 
 
 def _child_read(directory: str, batches: int) -> None:
+  import itertools  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rlds_suite import streams  # pylint: disable=g-import-not-at-top
   tf.constant(0)  # Runtime started: the baseline below includes TensorFlow itself.
   baseline = _vm_hwm_mib()
-  for _ in streams.stream([directory], batch_size=BATCH, seed=0).take(batches):
+  stream = streams.stream([directory], batch_size=BATCH, seed=0)
+  for _ in itertools.islice(streams.as_numpy(stream), batches):
     pass
   peak = _vm_hwm_mib()
   print(json.dumps({'peak': peak, 'baseline': baseline, 'stream': peak - baseline}))
 
 
-def _ratios(rates: dict[str, dict[str, float]], mode: str) -> dict[str, float]:
-  """One round's ratios for one loop mode."""
-  ours = rates['ours'][mode]
-  ratios = {
-      'ours/naive': ours / rates['naive'][mode],
-      'ours/raw_read': ours / rates['raw_read'][mode],
-      # The most any stream of BATCH-step batches reaches, relative to the raw read.
-      'in_memory/raw_read': rates['in_memory_batches'][mode] / rates['raw_read'][mode],
-      'ours/in_memory': ours / rates['in_memory_batches'][mode],
-      'ours/decoded_episodes': ours / rates['decoded_episodes'][mode],
-  }
-  if 'ours_3_mix' in rates:
-    ratios['mix/naive'] = rates['ours_3_mix'][mode] / rates['naive'][mode]
-    ratios['mix/raw_read'] = rates['ours_3_mix'][mode] / rates['raw_read'][mode]
-    ratios['mix/ours'] = rates['ours_3_mix'][mode] / ours
-  return ratios
+# (name, numerator, baseline, target or None): every ratio is of one round's rates.
+RATIOS = (
+    ('ours/raw_read', 'ours', 'raw_read', 0.5),
+    ('ours/naive', 'ours', 'naive', 10.0),
+    ('cached/raw_read', 'cached', 'raw_read', 0.8),
+    ('cached/ours', 'cached', 'ours', None),
+    ('3-mix/raw_read', 'ours_3_mix', 'raw_read', None),
+    ('3-mix/naive', 'ours_3_mix', 'naive', None),
+    ('graph: ours/naive', 'ours_tf_graph', 'naive_graph', None),
+    ('graph: ours/raw_read', 'ours_tf_graph', 'raw_read_graph', None),
+)
+# The targets are for state vectors; for 84x84x4 frames, the cache against the stream.
+IMAGE_TARGETS = {'cached/ours': 10.0, 'ours/raw_read': None, 'ours/naive': None,
+                 'cached/raw_read': None}
+
+
+def _ratios(rates: dict[str, float]) -> dict[str, float]:
+  """One round's ratios; NaN where the baseline is not positive (no ratio, no verdict)."""
+  return {name: (rates[top] / rates[base] if rates[base] > 0 else float('nan'))
+          for name, top, base, _ in RATIOS if top in rates}
 
 
 def _spread(values: list[float]) -> dict[str, float]:
   return {'median': float(np.median(values)), 'min': min(values), 'max': max(values)}
 
 
-def _verdict(spread: dict[str, float], target: float) -> str:
-  met = 'met' if spread['median'] >= target else 'NOT met'
-  return (f'{spread["median"]:6.2f}x [{spread["min"]:.2f}..{spread["max"]:.2f}] '
-          f'(>= {target:g}x: {met})')
+def _verdict(spread: dict[str, float], target: Optional[float]) -> str:
+  """The median ratio [range], and whether it meets `target`: never "met" on a NaN ratio, which is
+  what a zero or negative baseline gives."""
+  if not np.isfinite(spread['median']):
+    return 'no ratio (baseline <= 0)'
+  text = f'{spread["median"]:6.2f}x [{spread["min"]:.2f}..{spread["max"]:.2f}]'
+  if target is None:
+    return text
+  return f'{text} (>= {target:g}x: {"met" if spread["median"] >= target else "NOT met"})'
 
 
 def _rounded(value):
@@ -300,6 +328,8 @@ def _rounded(value):
     return {k: _rounded(v) for k, v in value.items()}
   if isinstance(value, list):
     return [_rounded(v) for v in value]
+  if not np.isfinite(value):
+    return None
   return round(value, 2) if abs(value) < 100 else round(value)
 
 
@@ -332,25 +362,20 @@ def main() -> None:
             for name in ('d4rl_like', 'd4rl_like_sharded', 'd4rl_like_x10', 'image_like')}
   summary = {}
   for name in rounds[0]:
-    for mode in ('graph', 'python'):
-      per_round = [_ratios(r[name], mode) for r in rounds]
-      summary[f'{name}/{mode}'] = {k: _spread([r[k] for r in per_round]) for k in per_round[0]}
+    per_round = [_ratios(r[name]) for r in rounds]
+    summary[name] = {k: _spread([r[k] for r in per_round]) for k in per_round[0]}
   report = {'steps_per_s_by_round': rounds, 'peak_rss_mib': memory, 'ratios': summary}
   growth = memory['d4rl_like_x10']['stream'] / max(memory['d4rl_like_sharded']['stream'], 1.0)
   print(json.dumps(_rounded(report), indent=1))
-  print(f'\nTargets: median [min..max] of {args.rounds} rounds of steps/s ratios (graph = '
-        'tf.function loop, python = Python loop). "in-memory" is the same loop handing out '
-        f'{BATCH}-step batches already in memory: the most any such stream reaches here.')
+  print(f'\nmedian [min..max] of {args.rounds} rounds of steps/s ratios, numpy batches in a Python '
+        'loop unless marked graph (a tf.function loop over the tf.data exit); "cached" is later '
+        'epochs of the stream with cache_dir.')
   for name, ratios in summary.items():
-    lines = [f'ours/naive    {_verdict(ratios["ours/naive"], 10)}',
-             f'ours/raw_read {_verdict(ratios["ours/raw_read"], 0.5)}; in-memory/raw_read '
-             f'{ratios["in_memory/raw_read"]["median"]:.2f}x, ours/in-memory '
-             f'{ratios["ours/in_memory"]["median"]:.2f}x']
-    if 'mix/naive' in ratios:
-      lines += [f'3-mix/naive   {_verdict(ratios["mix/naive"], 10)}',
-                f'3-mix/raw_read {_verdict(ratios["mix/raw_read"], 0.5)}; 3-mix/ours '
-                f'{ratios["mix/ours"]["median"]:.2f}x']
-    print(f'{name:18s} ' + f'\n{"":18s} '.join(lines))
+    targets = {n: t for n, _, _, t in RATIOS}
+    if name == 'image_like':
+      targets.update(IMAGE_TARGETS)
+    for ratio, spread in ratios.items():
+      print(f'{name:11s} {ratio:22s} {_verdict(spread, targets[ratio])}')
   print(f'memory: stream peak RSS above TensorFlow baseline '
         f'{memory["d4rl_like_sharded"]["stream"]:.0f} MiB (1x, {SHARDS} files), '
         f'{memory["d4rl_like_x10"]["stream"]:.0f} MiB (10x, {10 * SHARDS} files): growth '

@@ -33,3 +33,11 @@ def test_stream_command_reports_sizes_chosen_under_the_memory_budget(tmp_path, c
   assert 'episode buffer 2 episodes' in out
   assert json.loads(out.strip().splitlines()[-1])['batches'] == 2
   assert any((tmp_path / 'cache').iterdir())
+
+
+def test_budget_too_small_for_one_batch_is_an_error_line(tmp_path, capsys):
+  directory = streams_data.write(tmp_path, 'cli_small', streams_data.id_episodes(0, 2))
+  assert cli.main(['stream', '--config', json.dumps([directory]), '--memory_budget', '18MiB',
+                   '--batch', '4096']) == 2
+  err = capsys.readouterr().err
+  assert err.startswith('error: memory budget 18 MiB is too small for batches of 4096')

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 import time
+
+from rlds_suite.core import errors
 
 UNITS = ('steps', 'transitions', 'n_step', 'windows', 'pairs')
 
@@ -59,15 +62,21 @@ def run(args) -> int:
       'windows': lambda: streams.Windows(args.n),
       'pairs': lambda: streams.TargetPairs(args.n),
   }[args.unit]()
-  memory_budget = None if args.memory_budget is None else budget.parse_bytes(args.memory_budget)
-  shuffle = None if args.no_shuffle else streams.Shuffle(
-      args.shuffle_episodes, args.shuffle_units, memory_budget=memory_budget)
-  stream = streams.stream(
-      json.loads(args.config), unit=unit, batch_size=args.batch, seed=args.seed, shuffle=shuffle,
-      mix=streams.Mix(exhaustion=streams.Exhaustion(args.exhaustion)),
-      projection=streams.Projection(args.projection), num_shards=args.num_shards,
-      shard_index=args.shard_index, env_cfg=json.loads(args.env_cfg) if args.env_cfg else None,
-      catalog=catalog, cache_dir=args.cache_dir, data_dir=args.data_dir)
+  try:
+    memory_budget = None if args.memory_budget is None else budget.parse_bytes(args.memory_budget)
+    shuffle = None if args.no_shuffle else streams.Shuffle(
+        args.shuffle_episodes, args.shuffle_units, memory_budget=memory_budget)
+    stream = streams.stream(
+        json.loads(args.config), unit=unit, batch_size=args.batch, seed=args.seed, shuffle=shuffle,
+        mix=streams.Mix(exhaustion=streams.Exhaustion(args.exhaustion)),
+        projection=streams.Projection(args.projection), num_shards=args.num_shards,
+        shard_index=args.shard_index, env_cfg=json.loads(args.env_cfg) if args.env_cfg else None,
+        catalog=catalog, cache_dir=args.cache_dir, data_dir=args.data_dir)
+  except ValueError as e:  # Sizes that cannot work (budget, batch, shards); typed errors go on.
+    if isinstance(e, errors.RLDSSuiteError):
+      raise
+    print(f'error: {e}', file=sys.stderr)
+    return 2
   print(stream.description)
   print(stream.element_spec)
   start, batches, units = time.perf_counter(), 0, 0

@@ -104,10 +104,10 @@ def choose(*, memory_budget: Optional[int], max_episodes: int, max_block_units: 
     block_units = int(block_share // unit_bytes) // batch_size * batch_size
     if block_units < batch_size:
       raise ValueError(
-          f'memory budget {budget / MIB:.0f} MiB is too small for this stream: '
-          f'{BLOCKS_IN_FLIGHT} blocks of one batch of {batch_size} units of {unit_bytes} bytes '
-          f'need {BLOCKS_IN_FLIGHT * batch_size * unit_bytes / MIB:.0f} MiB of its half for '
-          f'blocks; raise memory_budget or lower batch_size')
+          f'memory budget {budget / MIB:.0f} MiB is too small for batches of {batch_size} units '
+          f'of {unit_bytes / MIB:.2f} MiB: {BLOCKS_IN_FLIGHT} blocks of one batch need '
+          f'{BLOCKS_IN_FLIGHT * batch_size * unit_bytes / MIB:.0f} MiB and blocks get '
+          f'{rest / 2 / MIB:.0f} MiB of it; raise the memory budget or lower the batch size')
   share = rest / 2 / len(episode_bytes)
   datasets = []
   for serialized, cost in zip(episode_bytes, episode_cost):
