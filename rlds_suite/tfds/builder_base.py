@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
-from typing import Any, Optional
+import types
+from typing import Any, Callable, Iterator, Optional
 
 from etils import epath
 import tensorflow_datasets as tfds
@@ -26,6 +28,8 @@ class RLDSBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     super().__init_subclass__(**kwargs)
     cls.code_path = epath.Path(inspect.getfile(cls))
     cls.pkg_dir_path = cls.code_path.parent
+    if '_split_generators' in cls.__dict__:
+      cls._split_generators = _with_progress(cls.__dict__['_split_generators'])
 
   def download_and_prepare(self, *, download_dir: Optional[str] = None,
                            download_config: Optional[tfds.download.DownloadConfig] = None,
@@ -39,6 +43,46 @@ class RLDSBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       provenance.write(directory, source_root=manual_dir and str(manual_dir), produced_by={
           'builder': self.name, 'version': str(self.version),
           'config': _config_record(self.builder_config)})
+
+
+def _with_progress(split_generators: Callable[..., Any]) -> Callable[..., Any]:
+  """Wraps each split's example generator (not Beam transforms) in a progress bar."""
+
+  @functools.wraps(split_generators)
+  def wrapped(self, *args: Any, **kwargs: Any) -> Any:
+    splits = split_generators(self, *args, **kwargs)
+    if not isinstance(splits, dict):
+      return splits
+    return {split: _progress(examples, f'{self.name} {split}')
+            if isinstance(examples, types.GeneratorType) else examples
+            for split, examples in splits.items()}
+
+  return wrapped
+
+
+def _progress(examples: Iterator[Any], description: str) -> Iterator[Any]:
+  """Passes examples through, showing episodes, steps and steps/s on a terminal (tqdm)."""
+  from tqdm import auto  # pylint: disable=g-import-not-at-top
+  steps = 0
+  with auto.tqdm(desc=description, unit=' episodes', disable=None) as bar:
+    for key_and_example in examples:
+      example = key_and_example[1] if isinstance(key_and_example, tuple) else key_and_example
+      steps += _num_steps(example)
+      bar.set_postfix_str(f'{steps} steps, {steps / max(bar.format_dict["elapsed"], 1e-9):.0f} '
+                          'steps/s', refresh=False)
+      bar.update(1)
+      yield key_and_example
+
+
+def _num_steps(example: Any) -> int:
+  steps = example.get('steps') if isinstance(example, dict) else None
+  if isinstance(steps, list):
+    return len(steps)
+  if isinstance(steps, dict):
+    for leaf in steps.values():
+      if hasattr(leaf, '__len__') and not isinstance(leaf, dict):
+        return len(leaf)
+  return 0
 
 
 def _config_record(config: Optional[tfds.core.BuilderConfig]) -> Optional[dict[str, Any]]:
