@@ -14,3 +14,4 @@ from rlds_suite.builders.minerl_streams import minerl_streams_dataset_builder
 from rlds_suite.builders.minari import minari_dataset_builder
 from rlds_suite.builders.d4rl_families import d4rl_families_dataset_builder
 from rlds_suite.builders.ilr_shards import ilr_shards_dataset_builder
+from rlds_suite.builders.dqn_replay import dqn_replay_dataset_builder

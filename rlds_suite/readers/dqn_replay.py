@@ -82,14 +82,22 @@ def urls(game: str, run: int, checkpoint: int) -> list[str]:
 
 
 def checkpoints_in(replay_logs: errors.PathLike) -> list[int]:
-  """Checkpoint numbers with a terminal file in `replay_logs`, sorted."""
+  """Checkpoint numbers in `replay_logs`, sorted; SchemaError naming any of a checkpoint's store or
+  add_count files that is missing."""
   directory = pathlib.Path(replay_logs)
   if not directory.is_dir():
     raise errors.EmptyInputError('not a directory', path=directory)
-  pattern = re.compile(r'\$store\$_terminal_ckpt\.(\d+)\.gz$')
-  found = sorted(int(m.group(1)) for m in map(pattern.match, os.listdir(directory)) if m)
+  pattern = re.compile(r'(\$store\$_(?:observation|action|reward|terminal)|add_count)_ckpt\.(\d+)\.gz$')
+  names = set(os.listdir(directory))
+  found = sorted({int(m.group(2)) for m in map(pattern.match, names) if m})
   if not found:
-    raise errors.EmptyInputError('no $store$_terminal_ckpt.N.gz files', path=directory)
+    raise errors.EmptyInputError('no $store$_*_ckpt.N.gz files', path=directory)
+  for checkpoint in found:
+    for path in [store_file(directory, f, checkpoint) for f in STORE_FIELDS] + [
+        add_count_file(directory, checkpoint)]:
+      if path.name not in names:
+        raise errors.SchemaError(f'checkpoint {checkpoint} has other files but not this one',
+                                 path=path)
   return found
 
 

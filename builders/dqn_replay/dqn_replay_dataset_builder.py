@@ -1,0 +1,153 @@
+"""DQN Replay Dataset (batch_rl logs of dopamine DQN runs) as RLDS: one config per game and run."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Iterator, Optional
+
+from etils import epath
+import tensorflow_datasets as tfds
+
+from rlds_suite.core import episodes
+from rlds_suite.core import errors
+from rlds_suite.readers import dqn_replay
+from rlds_suite.tfds import builder_base
+from rlds_suite.tfds import features
+
+
+@dataclasses.dataclass
+class DQNReplayConfig(tfds.core.BuilderConfig):
+  """One run of one game; `checkpoints` = (first, last), inclusive, or None for every one present."""
+  game: str = 'Pong'
+  run: int = 1
+  checkpoints: Optional[tuple[int, int]] = None
+
+  @property
+  def wanted(self) -> Optional[list[int]]:
+    if self.checkpoints is None:
+      return None
+    first, last = self.checkpoints
+    return list(range(first, last + 1))
+
+
+def config(game: str, run: int, first: Optional[int] = None,
+           last: Optional[int] = None) -> DQNReplayConfig:
+  """The config of `game` run `run`, all checkpoints or checkpoints first..last (inclusive)."""
+  if game not in dqn_replay.GAMES or run not in dqn_replay.RUNS:
+    raise ValueError(f'no DQN Replay run {game} {run}: games are {dqn_replay.GAMES}, runs 1-5')
+  name = f'{game}-run{run}'
+  checkpoints = None
+  if first is not None or last is not None:
+    first = 0 if first is None else first
+    last = dqn_replay.NUM_CHECKPOINTS - 1 if last is None else last
+    checkpoints = (first, last)
+    name += f'-ckpt{first}-{last}'
+  return DQNReplayConfig(name=name, game=game, run=run, checkpoints=checkpoints,
+                         description=f'DQN Replay {game} run {run}, checkpoints '
+                                     f'{"all" if checkpoints is None else f"{first}-{last}"}.')
+
+
+def _example(trajectory: episodes.Trajectory) -> tuple[int, dict[str, Any]]:
+  """(key, TFDS example): frames get their channel axis; the key is the first step's add index."""
+  final = trajectory.final_observation
+  trajectory = dataclasses.replace(trajectory, observations=trajectory.observations[..., None],
+                                   final_observation=None if final is None else final[..., None])
+  return trajectory.metadata['first_add_index'], episodes.to_episode(trajectory).as_example()
+
+
+def _read_checkpoint(checkpoint: int, replay_logs: str, wanted: Optional[list[int]]):
+  run = dqn_replay.Run(replay_logs)
+  selection = dqn_replay.Selection(run, run.select(wanted))
+  with errors.located(replay_logs):
+    yield from dqn_replay.edges_of(run, checkpoint, selection)
+
+
+def _join(boundary_edges, replay_logs: str, wanted: Optional[list[int]]):
+  boundary, edges = boundary_edges
+  run = dqn_replay.Run(replay_logs)
+  selection = dqn_replay.Selection(run, run.select(wanted))
+  yield from dqn_replay.join_edges(boundary, list(edges), selection, replay_logs)
+
+
+def _beam_examples(replay_logs: str, wanted: Optional[list[int]]) -> Any:
+  """The Beam PTransform: one element per checkpoint file set; edges joined per boundary."""
+  beam = tfds.core.lazy_imports.apache_beam
+  run = dqn_replay.Run(replay_logs)
+  to_read = dqn_replay.checkpoints_to_read(run, run.select(wanted))
+
+  @beam.ptransform_fn
+  def generate(root):
+    pieces = (root
+              | 'Checkpoints' >> beam.Create(to_read)
+              | 'Reshuffle' >> beam.Reshuffle()
+              | 'Read' >> beam.FlatMap(_read_checkpoint, replay_logs=replay_logs, wanted=wanted))
+    inside = (pieces
+              | 'Inside' >> beam.Filter(lambda item: item[0] == 'episode')
+              | 'Unwrap' >> beam.Map(lambda item: item[2][0]))
+    joined = (pieces
+              | 'Edges' >> beam.Filter(lambda item: item[0] == 'edge')
+              | 'ByBoundary' >> beam.Map(lambda item: (item[1], item[2]))
+              | 'Group' >> beam.GroupByKey()
+              | 'Join' >> beam.FlatMap(_join, replay_logs=replay_logs, wanted=wanted))
+    return ((inside, joined)
+            | 'Episodes' >> beam.Flatten()
+            | 'Examples' >> beam.Map(_example))
+
+  return generate()  # pylint: disable=no-value-for-parameter
+
+
+class Builder(builder_base.RLDSBuilder):
+  """DQN Replay: 60 Atari games x 5 runs of batch_rl's logged replay (checkpoint ranges by config)."""
+
+  BUILDER_CONFIGS = [config(game, run) for game in dqn_replay.GAMES for run in dqn_replay.RUNS]
+  MANUAL_DOWNLOAD_INSTRUCTIONS = """
+  Copy a run's logs into --manual_dir as GAME/RUN/replay_logs/, e.g.
+    gsutil -m cp -R gs://atari-replay-datasets/dqn/Pong/1 MANUAL_DIR/Pong/
+  (`dqn_replay.urls(game, run, checkpoint)` lists the https URLs of one checkpoint's files). A
+  checkpoint range (`config(game, run, first, last)`) needs checkpoints first-1 (its terminal and
+  add_count files tell where the first episode starts) to last+1 (where the last one ends) when
+  they exist.
+  """
+
+  def __init__(self, *, beam: bool = True, **kwargs: Any):
+    """`beam=False` generates in this process (one pass over the files) instead of with Beam."""
+    self._beam = beam
+    super().__init__(**kwargs)
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    cfg = self.builder_config
+    return self.dataset_info_from_configs(
+        features=features.rlds_features(
+            observation=features.image((84, 84, 1), doc='One grayscale frame (no frame stack).'),
+            action=features.scalar('int32'),
+            reward=features.scalar(
+                'float32', doc='Clipped to [-1, 1]: dopamine stored rewards after clipping; the '
+                'game score is not in the files.'),
+            episode_metadata={
+                'checkpoint': features.scalar('int64', doc='Checkpoint of the first step.'),
+                'first_add_index': features.scalar(
+                    'int64', doc="The first step's index in the run's add order."),
+            },
+            observation_is_copy=dqn_replay.POLICY.marks_copies),
+        metadata=tfds.core.MetadataDict(game=cfg.game, run=cfg.run,
+                                        checkpoints=list(cfg.checkpoints or [])),
+        homepage='https://research.google/tools/datasets/dqn-replay/',
+    )
+
+  def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+    cfg = self.builder_config
+    replay_logs = epath.Path(dl_manager.manual_dir) / cfg.game / str(cfg.run) / 'replay_logs'
+    return {'train': self._generate_examples(os.fspath(replay_logs))}
+
+  def _generate_examples(self, replay_logs: str):
+    wanted = self.builder_config.wanted
+    if self._beam:
+      return _beam_examples(replay_logs, wanted)
+    return self._examples_in_process(replay_logs, wanted)
+
+  def _examples_in_process(self, replay_logs: str,
+                           wanted: Optional[list[int]]) -> Iterator[tuple[int, dict[str, Any]]]:
+    with errors.located(replay_logs):
+      for trajectory in dqn_replay.read_run(replay_logs, wanted):
+        yield _example(trajectory)
