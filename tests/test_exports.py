@@ -286,3 +286,35 @@ def test_il_representations_export_needs_a_declared_task(mixed_dataset, tmp_path
     exports.export(directory, 'il_representations', tmp_path / 'x.tar.zst',
                    env_cfg={'benchmark_name': 'atari', 'task_name': 'NoSuchNoFrameskip-v4'})
   assert not list(tmp_path.glob('x.tar.zst*'))
+
+
+def _frame_stack_episodes(num_episodes: int):
+  """Atari-like episodes of 50 steps (84x84x4 frames, ~1.4 MB each), made one at a time."""
+  policy = episodes.BoundaryPolicy(episodes.FinalObservation.EXTRA_ROW)
+  for index in range(num_episodes):
+    obs = np.full((51, 4, 84, 84), index % 256, np.uint8)
+    trajectory = policy.trajectory(obs, np.arange(50) % 6, np.zeros(50), terminal_flag=True)
+    yield {**episodes.to_episode(trajectory).as_example(), 'has_rewards': False}
+
+
+@pytest.mark.parametrize('target', ['npz', 'il_representations'])
+def test_exports_hold_one_episode_at_a_time(tmp_path, target):
+  """Peak Python memory of an export of 40 episodes is that of 4: it grows with an episode, not
+  with the dataset."""
+  import tracemalloc  # pylint: disable=g-import-not-at-top
+
+  def peak(num_episodes: int) -> int:
+    out = tmp_path / f'{target}-{num_episodes}'
+    tracemalloc.start()
+    if target == 'npz':
+      npz.export(_frame_stack_episodes(num_episodes), out)
+    else:
+      ilr_export.export(_frame_stack_episodes(num_episodes), out, env_cfg={
+          'benchmark_name': 'atari', 'task_name': 'PongNoFrameskip-v4'})
+    _, peak_bytes = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak_bytes
+
+  small, large = peak(4), peak(40)
+  episode_bytes = 51 * 4 * 84 * 84
+  assert large < small + 2 * episode_bytes, (small, large)

@@ -168,6 +168,7 @@ def write_frames(out_file_path: errors.PathLike, meta_dict: Mapping[str, Any],
         members = {'frame': index, **frame_dict}
         for key in sorted(members):
           _add(tar, f'frame_{index:03d}.{key}.pickle', dumps(members[key]))
+        tar.members.clear()  # A TarFile lists every member it wrote: memory would grow per frame.
         count = index + 1
   return count
 
