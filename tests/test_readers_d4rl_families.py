@@ -49,6 +49,18 @@ def test_antmaze_cut_at_resets_not_at_flags():
   assert not steps[fields.IS_TERMINAL].any() and (steps[fields.DISCOUNT] == 1).all()
 
 
+def test_antmaze_v0_without_timeouts():
+  # The v0-era generator wrote no timeouts and recorded resets only in terminals, which the
+  # relabelling then overwrote: the position jumps are the only record of the resets left.
+  trajectories, counts = _read('antmaze-umaze-diverse-v0')
+  with h5py.File(FIXTURES / BY_NAME['antmaze-umaze-diverse-v0'].file_name) as f:
+    assert 'timeouts' not in f
+  assert [len(t.rewards) for t in trajectories] == [10, 10, 5, 10, 5]
+  assert counts == d4rl_families.BoundaryCounts(episodes=5, inferred_ends=4, stored_timeouts=-1,
+                                                stored_timeouts_at_ends=0)
+  assert all(t.ending is episodes.Ending.TRUNCATED for t in trajectories)
+
+
 def test_antmaze_timeouts_that_miss_a_reset_are_counted(tmp_path):
   dataset = BY_NAME['antmaze-umaze-diverse-v2']
   path = tmp_path / dataset.file_name

@@ -29,6 +29,7 @@ def _episodes(builder) -> list:
 
 @pytest.mark.parametrize('config,num_episodes,num_rows,terminated', [
     ('antmaze-umaze-diverse-v2', 5, 40, 0),
+    ('antmaze-umaze-diverse-v0', 5, 40, 0),
     ('maze2d-umaze-v1', 7, 30, 0),
     ('door-human-v1', 3, 14, 0),
     ('pen-expert-v1', 3, 16, 1),

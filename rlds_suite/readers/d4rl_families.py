@@ -4,12 +4,15 @@ The files are D4RL's flat HDF5 tables (`readers/d4rl.py` reads them); what diffe
 what the flags mean, read from each family's generation code in D4RL's scripts/generation/:
 
 * AntMaze (generate_ant_maze_datasets.py, then relabel_antmaze_rewards.py): the ant is reset when
-  `ts >= max_episode_steps` (1001 rows per episode) or the env says done; `timeouts` record that
-  counter, and in v0 files they are known not to line up with the resets (D4RL issue #77, fixed by
-  regenerating as v2). `terminals` and `rewards` are relabelled afterwards as "row t+1 is within 0.5
-  of the goal": the ant was not reset there. So episodes are cut where the ant's x-y position jumps
-  (`episodes.jump_ends`, more than `ANTMAZE_JUMP` in one step), every episode is truncated, and
-  `terminals` are kept as the step field `goal_reached`. Stored timeouts are only compared.
+  `ts >= max_episode_steps` (1001 rows per episode) or the env says done (the ant flipped). v2's
+  generator records the time limit in `timeouts` and the env's done in `terminals`; the v0-era one
+  (scripts/generate_ant_maze_datasets.py at D4RL commit bb001e9) records both in `terminals` and
+  writes no `timeouts` (the released v0 files carry timeouts from no published script, known not to
+  line up with the resets: D4RL issue #77). The relabelling then overwrites `terminals` and
+  `rewards` with "row t+1 is within 0.5 of the goal", where the ant was not reset. So episodes are
+  cut where the ant's x-y position jumps (`episodes.jump_ends`, more than `ANTMAZE_JUMP` in one
+  step), every episode is truncated, and `terminals` are kept as the step field `goal_reached`.
+  Stored timeouts are only compared.
 * Maze2D (generate_maze2d_datasets.py): `terminals` is the waypoint controller's done (goal reached,
   or `ts >= max_episode_steps`), after which a new target is set without resetting the point mass:
   episodes end there and are truncated (no absorbing state). The generator does not refresh `s` after
