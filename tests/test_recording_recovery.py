@@ -195,7 +195,7 @@ def test_zero_filled_tail_is_torn_and_a_bad_middle_record_is_refused(unfinished_
   source, _ = unfinished_dataset
   zeros = tmp_path / 'zeros'
   shutil.copytree(source, zeros)
-  with open(zeros / CARTPOLE_UNFINISHED, 'ab') as f:  # A file system that extended the file, not its data.
+  with open(zeros / CARTPOLE_UNFINISHED, 'ab') as f:  # The file was extended, its data not written.
     f.write(bytes(4096))
   [salvaged] = recovery.recover(zeros).salvaged
   assert salvaged.records == 4 and salvaged.torn_bytes == 4096
@@ -238,3 +238,16 @@ def test_one_writer_per_directory(tmp_path):
   assert not recovery.recover(tmp_path).changed
   _run(rlds_suite.RLDSWriter(tmp_path, name='cartpole', env=env), env, episodes=1).close()
   assert len(read_episodes(tmp_path)) == 3
+
+
+def test_a_shard_renamed_before_its_metadata_is_listed(unfinished_dataset, tmp_path):
+  source, written = unfinished_dataset
+  directory = tmp_path / 'ds'
+  shutil.copytree(source, directory)  # Killed between the shard's rename and the metadata.
+  os.replace(directory / CARTPOLE_UNFINISHED, directory / 'cartpole-train.tfrecord-00000')
+  report = recovery.recover(directory)
+  assert report.unlisted_shards == [os.fspath(directory / 'cartpole-train.tfrecord-00000')]
+  assert not report.salvaged
+  episodes = read_episodes(directory)
+  assert len(episodes) == 4
+  np.testing.assert_array_equal(episodes[3]['steps']['action'], written[3]['steps']['action'])

@@ -9,7 +9,8 @@ def register(subparsers) -> None:
   parser = subparsers.add_parser(
       'recover', help='Keep every complete episode of the unfinished shard a killed recording left '
       'in DIR (a torn last record is dropped) and rewrite the metadata so the dataset loads.')
-  parser.add_argument('directory', help='dataset directory written by rlds-suite record or RLDSWriter')
+  parser.add_argument('directory',
+                      help='dataset directory written by rlds-suite record or RLDSWriter')
   parser.set_defaults(func=run)
 
 

@@ -1,4 +1,5 @@
-"""Recording rollouts into RLDS datasets: the EnvLogger backend, its shards, signals, `record`.
+"""Recording rollouts into RLDS datasets: the EnvLogger backend, its shards and their recovery after
+a crash, signals, `record`.
 
 Imported lazily by `rlds_suite` (it pulls in envlogger).
 """

@@ -26,6 +26,7 @@ import threading
 from typing import Any, Optional
 
 import tensorflow as tf
+import tensorflow_datasets as tfds
 
 from rlds_suite.core import errors
 from rlds_suite.recording import shards
@@ -285,8 +286,8 @@ def _recover(directory: str) -> RecoveryReport:
   return report
 
 
-def _recover_split(directory: str, info: Any, split: str, unfinished: list[str],
-                   report: RecoveryReport) -> None:
+def _recover_split(directory: str, info: tfds.core.DatasetInfo, split: str,
+                   unfinished: list[str], report: RecoveryReport) -> None:
   """Appends unlisted complete shards, then each unfinished file's complete records, to `split`."""
   listed = info.splits[split] if split in info.splits else None
   lengths = list(listed.shard_lengths) if listed else []
