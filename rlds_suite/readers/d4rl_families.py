@@ -46,7 +46,9 @@ from rlds_suite.readers.d4rl import Layout, Spec
 
 URL_ROOT = 'http://rail.eecs.berkeley.edu/datasets/offline_rl/'
 # An ant moves well under 1.0 (x-y units) in one 0.05 s step; resets move it to another maze cell
-# (cells are 4.0 apart). Resets that land within 1.0 of where the ant was are not detected.
+# (cells are 4.0 apart). Resets that land within 1.0 of where the ant was are not detected. D4RL's
+# own scripts/check_antmaze_datasets.py counts resets as jumps over 5.0, which misses resets into a
+# neighbouring cell.
 ANTMAZE_JUMP = 1.0
 GOAL_REACHED = 'goal_reached'
 
