@@ -24,12 +24,38 @@ __all__ = ['errors', 'validate', 'Ending', 'Episode', 'Trajectory', 'builders', 
            'record', 'streams', 'stream', 'load_dict_dataset', 'as_numpy', 'write_episodes']
 
 _quiet_tensorflow.quiet_by_default()
-_post_import.when_imported('tensorflow_datasets',
-                           lambda _: _importlib.import_module('rlds_suite.builders'))
+_post_import.when_imported('tensorflow_datasets', lambda _: register_builders())
 # EnvLogger's own Riegeli backend needs its codec fixed on numpy 2 (compat/envlogger_compat.py).
 _post_import.when_imported(
     'envlogger.converters.codec',
     lambda _: _importlib.import_module('rlds_suite.compat.envlogger_compat').patch_envlogger_codec())
+
+_registration_deferred = False
+
+
+def register_builders(finishing: str = '') -> None:
+  """Imports rlds_suite.builders (registering them with TFDS) unless the TFDS-edge modules they
+  import are still being imported: then the last of those to finish (or `finishing`, the module
+  calling this from its last line) registers them."""
+  global _registration_deferred
+  import sys  # pylint: disable=g-import-not-at-top
+  if 'tensorflow_datasets' not in sys.modules:
+    return
+  for name, module in list(sys.modules.items()):
+    spec = getattr(module, '__spec__', None)
+    if (name.startswith(('rlds_suite.tfds.', 'rlds_suite.builders')) and name != finishing
+        and getattr(spec, '_initializing', False)):
+      _registration_deferred = True
+      return
+  _registration_deferred = False
+  _importlib.import_module('rlds_suite.builders')
+
+
+def register_deferred_builders(finishing: str) -> None:
+  """Called last by the modules builders import: registers builders if that was put off."""
+  if _registration_deferred:
+    register_builders(finishing)
+
 
 # Names that pull in TensorFlow or EnvLogger, imported on first use.
 _LAZY = {'validate': 'rlds_suite.tfds.datasets', 'RLDSWriter': 'rlds_suite.recording',

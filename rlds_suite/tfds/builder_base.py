@@ -11,6 +11,8 @@ from typing import Any, Callable, Iterator, Optional
 from etils import epath
 import tensorflow_datasets as tfds
 
+import rlds_suite
+
 from rlds_suite.tfds import provenance
 
 
@@ -93,3 +95,7 @@ def _config_record(config: Optional[tfds.core.BuilderConfig]) -> Optional[dict[s
             if dataclasses.is_dataclass(config) else dict(vars(config)))
   return {key: value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
           for key, value in values.items()}
+
+
+# Builders import this module: if registering them was put off while it was imported, do it now.
+rlds_suite.register_deferred_builders(__name__)

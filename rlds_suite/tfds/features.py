@@ -12,6 +12,8 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
+import rlds_suite
+
 from rlds_suite.core import fields
 
 # Tensors with more elements than this are ZLIB-encoded.
@@ -83,3 +85,7 @@ def rlds_features(*,
       fields.STEPS: tfds.features.Dataset(steps),
       **dict(episode_metadata or {}),
   })
+
+
+# Builders import this module: if registering them was put off while it was imported, do it now.
+rlds_suite.register_deferred_builders(__name__)
