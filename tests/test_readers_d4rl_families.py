@@ -34,7 +34,8 @@ def test_antmaze_cut_at_resets_not_at_flags():
   # The generator reset the ant after rows 9, 19 and 34 (timeouts: ts >= 9, so 10 rows each) and
   # after row 24, where the ant flipped (AntEnv's done) and no timeout was recorded.
   assert [len(t.rewards) for t in trajectories] == [10, 10, 5, 10, 5]
-  assert counts == d4rl_families.BoundaryCounts(episodes=5, inferred_ends=4, stored_timeouts=3,
+  # v2's timeouts are resets; the flip's reset is found from the jump alone.
+  assert counts == d4rl_families.BoundaryCounts(episodes=5, inferred_ends=1, stored_timeouts=3,
                                                 stored_timeouts_at_ends=3)
   # No episode terminated: the relabelled terminals (goal within 0.5 of row t+1) are kept per step.
   assert all(t.ending is episodes.Ending.TRUNCATED for t in trajectories)
@@ -61,15 +62,16 @@ def test_antmaze_v0_without_timeouts():
   assert all(t.ending is episodes.Ending.TRUNCATED for t in trajectories)
 
 
-def test_antmaze_timeouts_that_miss_a_reset_are_counted(tmp_path):
-  dataset = BY_NAME['antmaze-umaze-diverse-v2']
-  path = tmp_path / dataset.file_name
-  path.write_bytes((FIXTURES / dataset.file_name).read_bytes())
-  with h5py.File(path, 'a') as f:  # Timeouts one row late, as in antmaze v0 files.
+def test_antmaze_v0_timeouts_that_miss_the_resets_are_counted_not_used(tmp_path):
+  v0 = BY_NAME['antmaze-umaze-diverse-v0']
+  path = tmp_path / v0.file_name
+  path.write_bytes((FIXTURES / BY_NAME['antmaze-umaze-diverse-v2'].file_name).read_bytes())
+  with h5py.File(path, 'a') as f:  # Timeouts one row off the resets, as released v0 files have.
     f['timeouts'][...] = np.roll(f['timeouts'][:], 1)
-  trajectories, counts = d4rl_families.read(path, dataset)
+  trajectories, counts = d4rl_families.read(path, v0)
   assert [len(t.rewards) for t in trajectories] == [10, 10, 5, 10, 5]
-  assert (counts.stored_timeouts, counts.stored_timeouts_at_ends) == (3, 0)
+  assert counts == d4rl_families.BoundaryCounts(episodes=5, inferred_ends=4, stored_timeouts=3,
+                                                stored_timeouts_at_ends=0)
 
 
 def test_maze2d_goal_switches_are_truncations():

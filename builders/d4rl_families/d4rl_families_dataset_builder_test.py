@@ -57,7 +57,7 @@ def test_builds_and_validates(config, num_episodes, num_rows, terminated, tmp_pa
 def test_antmaze_metadata_counts_inferred_boundaries(tmp_path):
   builder = _build('antmaze-umaze-diverse-v2', DUMMY_DATA, tmp_path)
   stored = scores.directory_metadata(builder.data_dir)
-  assert stored['boundaries'] == {'episodes': 5, 'inferred_ends': 4, 'stored_timeouts': 3,
+  assert stored['boundaries'] == {'episodes': 5, 'inferred_ends': 1, 'stored_timeouts': 3,
                                   'stored_timeouts_at_ends': 3}
   assert stored['family'] == 'antmaze' and 'jumps' in stored['boundary_rule']
   # D4RL antmaze refs (0, 1): normalised score = return.

@@ -11,8 +11,8 @@ what the flags mean, read from each family's generation code in D4RL's scripts/g
   line up with the resets: D4RL issue #77). The relabelling then overwrites `terminals` and
   `rewards` with "row t+1 is within 0.5 of the goal", where the ant was not reset. So episodes are
   cut where the ant's x-y position jumps (`episodes.jump_ends`, more than `ANTMAZE_JUMP` in one
-  step), every episode is truncated, and `terminals` are kept as the step field `goal_reached`.
-  Stored timeouts are only compared.
+  step) and, in v2 only, after stored timeouts; every episode is truncated, and `terminals` are
+  kept as the step field `goal_reached`. v0's stored timeouts are only compared.
 * Maze2D (generate_maze2d_datasets.py): `terminals` is the waypoint controller's done (goal reached,
   or `ts >= max_episode_steps`), after which a new target is set without resetting the point mass:
   episodes end there and are truncated (no absorbing state). The generator does not refresh `s` after
@@ -69,6 +69,7 @@ class Family:
   ending_rule: EndingRule  # TERMINAL_FLAG (Adroit) or ALWAYS_TRUNCATED.
   rule: str  # One line for the dataset metadata and README.
   terminals_field: Optional[str] = None  # Keep `terminals` as this step field (not episode ends).
+  timeouts_end_episodes: bool = True  # POSITION_JUMPS: stored timeouts are resets too (v2, not v0).
 
   @property
   def policy(self) -> BoundaryPolicy:
@@ -76,10 +77,15 @@ class Family:
                           ending_rule=self.ending_rule)
 
 
-ANTMAZE = Family(
+ANTMAZE_V0 = Family(
     'antmaze', Cut.POSITION_JUMPS, EndingRule.ALWAYS_TRUNCATED, terminals_field=GOAL_REACHED,
+    timeouts_end_episodes=False,
     rule=f'cut where the ant x-y position jumps by more than {ANTMAZE_JUMP} (a reset); all '
          'truncated; terminals kept as goal_reached; stored timeouts compared, not used')
+ANTMAZE_V2 = dataclasses.replace(
+    ANTMAZE_V0, timeouts_end_episodes=True,
+    rule=f'cut after timeouts and where the ant x-y position jumps by more than {ANTMAZE_JUMP} (a '
+         'reset after the env\'s done); all truncated; terminals kept as goal_reached')
 MAZE2D = Family(
     'maze2d', Cut.STORED_FLAGS, EndingRule.ALWAYS_TRUNCATED,
     rule='cut after terminals (goal reached or time limit, then a new target without reset); '
@@ -118,7 +124,8 @@ def _antmaze_datasets() -> list[Dataset]:
     for maze, kind, multistart, multigoal in kinds:
       file = (f'Ant_maze_{mazes[maze]}_noisy_multistart_{multistart}_multigoal_{multigoal}'
               f'_sparse{suffix}.hdf5')
-      out.append(Dataset(f'antmaze-{maze}{kind}-{version}', ANTMAZE,
+      family = ANTMAZE_V0 if version == 'v0' else ANTMAZE_V2
+      out.append(Dataset(f'antmaze-{maze}{kind}-{version}', family,
                          f'{URL_ROOT}{folder}/{file}', layout))
   return out
 
@@ -209,8 +216,12 @@ class BoundaryCounts:
 def episode_rows(table: d4rl.Table, family: Family) -> tuple[list[slice], BoundaryCounts]:
   """The rows of each episode under the family's declared rule, and how they were found."""
   if family.cut is Cut.POSITION_JUMPS:
-    ends = episodes.jump_ends(table.observations[:, :2], ANTMAZE_JUMP)
-    inferred = int(ends.sum())
+    jumps = episodes.jump_ends(table.observations[:, :2], ANTMAZE_JUMP)
+    recorded = np.zeros_like(jumps)
+    if family.timeouts_end_episodes and table.timeouts is not None:
+      recorded = table.timeouts
+    ends = jumps | recorded
+    inferred = int((jumps & ~recorded).sum())
   elif family.ending_rule is EndingRule.TERMINAL_FLAG:
     ends = np.zeros(len(table), dtype=bool)
     for rows in d4rl.episode_rows(table):
