@@ -188,3 +188,16 @@ def test_jpeg_flag_missing_and_images_raw(tmp_path):
   (data / 'metadata.json').write_text(json.dumps({**metadata, 'jpeg_encoding': True}))
   with pytest.raises(errors.SchemaError, match='jpeg_encoding=False was declared'):
     minari_reader.read_metadata(data, jpeg_encoding=False)
+
+
+@pytest.mark.parametrize('dataset_id', ['synthetic/dict-image-hdf5-v0',
+                                        'synthetic/dict-image-arrow-v0'])
+def test_metadata_declaring_a_narrower_dtype(tmp_path, dataset_id):
+  data = _copy(tmp_path, dataset_id)
+  space = json.loads(json.loads((data / 'metadata.json').read_text())['observation_space'])
+  space['subspaces']['state']['dtype'] = 'float32'  # The file stores float64.
+  _declare(data, 'observation_space', space)
+  with pytest.raises(errors.SchemaError, match='declares float32, the file stores float64') as e:
+    list(minari_reader.read_trajectories(data))
+  assert e.value.field.endswith('observations/state')
+

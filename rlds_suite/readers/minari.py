@@ -391,7 +391,7 @@ def _check_values(array: np.ndarray, space: Space, field: str) -> np.ndarray:
     if array.shape[1:] != space.shape:
       raise errors.SchemaError(f'metadata.json declares shape {space.shape}, the file stores rows '
                                f'of {array.shape[1:]}', field=field)
-    if array.dtype.kind != space.dtype.kind:
+    if not np.can_cast(array.dtype, space.dtype, casting='safe'):  # No silent float64 -> float32.
       raise errors.SchemaError(f'metadata.json declares {space.dtype}, the file stores {array.dtype}',
                                field=field)
     return array.astype(space.dtype, copy=False)
