@@ -57,3 +57,67 @@ def test_truncated_shard_is_a_typed_error(real_data, tmp_path):
   broken.write_bytes(data[:len(data) // 3])
   with pytest.raises(errors.CorruptFileError, match='broken.tar.zst'):
     il_representations.read_shard(broken)
+
+
+def _write(path, frames, env_cfg=None):
+  from rlds_suite.exports import il_representations as export  # pylint: disable=g-import-not-at-top
+  env_cfg = env_cfg or {'benchmark_name': 'atari', 'task_name': 'PongNoFrameskip-v4'}
+  export.write_frames(path, export.meta_dict(env_cfg), frames)
+
+
+def _pong_like(num_episodes, length=20):
+  for e in range(num_episodes):
+    for t in range(length):
+      frame = np.full((4, 84, 84), (e * length + t) % (12 * length), np.uint8)
+      yield {'obs': frame, 'next_obs': frame + 1, 'acts': np.int64(t % 6),
+             'dones': np.bool_(t == length - 1)}
+
+
+def test_shards_are_read_one_episode_at_a_time(tmp_path):
+  import tracemalloc  # pylint: disable=g-import-not-at-top
+
+  def peak(num_episodes):
+    path = tmp_path / f'{num_episodes}.tar.zst'
+    _write(path, _pong_like(num_episodes))
+    tracemalloc.start()
+    count = sum(1 for _ in il_representations.open_shard(path).trajectories)
+    _, peak_bytes = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert count == num_episodes
+    return peak_bytes
+
+  small, large = peak(3), peak(30)
+  assert large < small + 2 * 20 * 2 * 4 * 84 * 84, (small, large)
+
+
+def test_malformed_shards_are_named(tmp_path):
+  import io  # pylint: disable=g-import-not-at-top
+  import pickle  # pylint: disable=g-import-not-at-top
+  import tarfile  # pylint: disable=g-import-not-at-top
+  import zstandard  # pylint: disable=g-import-not-at-top
+
+  def raw_shard(path, names):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode='w') as tar:
+      for name in names:
+        data = pickle.dumps({'env_cfg': {'benchmark_name': 'atari'}} if 'meta' in name else
+                            np.zeros(2))
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(zstandard.ZstdCompressor().compress(buffer.getvalue()))
+    return path
+
+  first = raw_shard(tmp_path / 'first.tar.zst', ['frame_000.obs.pickle', '_metadata.meta.pickle'])
+  with pytest.raises(errors.SchemaError, match='first.tar.zst: the first member must be '
+                     "_metadata.meta.pickle, found 'frame_000.obs.pickle'"):
+    il_representations.read_shard(first)
+  order = raw_shard(tmp_path / 'order.tar.zst', ['_metadata.meta.pickle', 'frame_001.obs.pickle',
+                                                 'frame_000.obs.pickle'])
+  with pytest.raises(errors.SchemaError, match='frame 0 comes after frame 1'):
+    il_representations.read_shard(order)
+  frames = list(_pong_like(1, length=4))
+  del frames[2]['acts']
+  _write(tmp_path / 'gap.tar.zst', frames)
+  with pytest.raises(errors.SchemaError, match=r"gap.tar.zst: acts: transition 2 has no \['acts'\]"):
+    il_representations.read_trajectories(tmp_path / 'gap.tar.zst')

@@ -100,7 +100,7 @@ class Builder(builder_base.RLDSBuilder):
   def _generate_examples(self, root, paths):
     layout = self.builder_config.layout
     for path in paths:
-      shard = il_representations.read(path)
+      shard = il_representations.open_shard(path)  # One episode in memory at a time.
       env_cfg = dict(shard.metadata.get('env_cfg', {}))
       with errors.located(path):
         found = (env_cfg.get('benchmark_name'), env_cfg.get('task_name'))

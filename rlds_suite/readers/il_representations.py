@@ -30,11 +30,11 @@ Declared per benchmark (`SEMANTICS`), since `dones` cannot tell:
 from __future__ import annotations
 
 import dataclasses
-import io
+import itertools
 import os
 import re
 import tarfile
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 import zstandard
@@ -43,7 +43,6 @@ from rlds_suite.core import errors
 from rlds_suite.core import nested
 from rlds_suite.core import safe_pickle
 from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, FinalObservation, Trajectory
-from rlds_suite.core import episodes
 
 METADATA_MEMBER = '_metadata.meta.pickle'
 REQUIRED_KEYS = ('obs', 'next_obs', 'acts', 'dones')
@@ -79,80 +78,158 @@ SEMANTICS = {
 
 def read_shard(path: errors.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
   """(metadata, columns): columns stack each key over the shard's transitions, in frame order."""
-  try:
-    with open(path, 'rb') as f:
-      data = zstandard.ZstdDecompressor().stream_reader(f).read()
-    archive = tarfile.open(fileobj=io.BytesIO(data))
-    members = {m.name: m for m in archive.getmembers() if m.isfile()}
-    load = lambda name: safe_pickle.loads(archive.extractfile(members[name]).read(),
-                                          source=os.fspath(path))
-    if METADATA_MEMBER not in members:
-      raise errors.SchemaError(f'no {METADATA_MEMBER} member', path=path)
-    metadata = load(METADATA_MEMBER)
-    rows: dict[int, dict[str, Any]] = {}
-    for name in members:
-      match = _MEMBER.match(name)
-      if match:
-        rows.setdefault(int(match.group(1)), {})[match.group(2)] = load(name)
-  except (zstandard.ZstdError, tarfile.TarError, EOFError) as e:
-    raise errors.CorruptFileError(f'damaged or truncated zstd tar shard: {e}', path=path) from e
+  members = _members(path)
+  metadata = _metadata(path, members)
+  rows = list(_rows(path, members))
   if not rows:
     raise errors.EmptyInputError('shard holds no transitions', path=path)
   with errors.located(path):
-    ordered = [rows[index] for index in sorted(rows)]
-    for key in REQUIRED_KEYS:
-      missing = [i for i, row in enumerate(ordered) if key not in row]
-      if missing:
-        raise errors.SchemaError(f'transitions {missing[:5]} have no {key!r}', field=key)
-    keys = [k for k in REQUIRED_KEYS + OPTIONAL_KEYS if all(k in row for row in ordered)]
-    columns = {key: [row[key] for row in ordered] for key in keys}
+    keys = _keys(rows[0])
+    for index, row in enumerate(rows):
+      _check_row(row, keys, index)
+    columns = {key: [row[key] for row in rows] for key in keys}
     return metadata, {key: (values if key == 'infos' else nested.stack_rows(values))
                       for key, values in columns.items()}
 
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
-  """A shard read under its benchmark's semantics."""
+  """A shard read under its benchmark's semantics; `trajectories` are read as they are iterated
+  (one episode in memory) when the shard comes from `open_shard`."""
   metadata: dict[str, Any]  # {env_cfg, observation_space, action_space, color_space}.
-  trajectories: list[Trajectory]
+  trajectories: Iterable[Trajectory]
   has_rewards: bool  # Whether the shard recorded `rews` (the authors' Atari shards have none).
 
 
 def read_trajectories(path: errors.PathLike) -> list[Trajectory]:
   """The shard's trajectories under its benchmark's declared semantics."""
-  return read(path).trajectories
+  return list(open_shard(path).trajectories)
 
 
 def read(path: errors.PathLike) -> Shard:
-  """The shard's metadata and trajectories under its benchmark's declared semantics."""
-  metadata, columns = read_shard(path)
+  """The shard's metadata and all its trajectories under its benchmark's declared semantics."""
+  shard = open_shard(path)
+  return dataclasses.replace(shard, trajectories=list(shard.trajectories))
+
+
+def open_shard(path: errors.PathLike) -> Shard:
+  """The shard's metadata, and its trajectories read one episode at a time from the zstd stream.
+
+  Frames must come in increasing order with their members together, as write_frames writes them
+  (and as il-representations' webdataset reader needs them).
+  """
+  members = _members(path)
+  metadata = _metadata(path, members)
+  rows = _rows(path, members)
+  head = next(rows, None)
+  if head is None:
+    raise errors.EmptyInputError('shard holds no transitions', path=path)
   with errors.located(path):
     env_cfg = dict(metadata.get('env_cfg', {}))
     semantics = semantics_of(env_cfg)
-    dones = np.asarray(columns['dones'], dtype=bool)
-    infos = columns.get('infos')
-    truncated = np.array([bool(_info(i).get(TRUNCATED_INFO, False)) for i in infos] if infos
-                         else np.zeros(len(dones), bool))
-    ends = dones.copy()
-    if semantics.split_where_observations_jump:
-      ends[:-1] |= observation_jumps(columns['obs'], columns['next_obs'])
-    num = len(columns['acts'])
-    rewards = np.asarray(columns.get('rews', np.zeros(num)), dtype=np.float64)
-    step_metadata, discounts = _info_columns(infos, num)
-    trajectories = []
-    for rows in episodes.split_rows(ends):
-      last = rows.stop - 1
-      trajectory = semantics.policy.trajectory(
-          columns['obs'][rows], columns['acts'][rows], rewards[rows],
-          terminal_flag=bool(dones[last] and not truncated[last]),
-          next_observations=columns['next_obs'][rows],
-          step_metadata=nested.take_rows(step_metadata, rows),
-          metadata={'task_name': str(env_cfg.get('task_name', ''))})
-      if discounts is not None:
-        trajectory = dataclasses.replace(trajectory, discounts=discounts[rows])
-      trajectories.append(trajectory)
-    return Shard(metadata=dict(metadata), trajectories=trajectories,
-                 has_rewards='rews' in columns)
+    keys = _keys(head)
+  return Shard(metadata=dict(metadata), has_rewards='rews' in keys,
+               trajectories=_trajectories(path, itertools.chain([head], rows), keys, semantics,
+                                          env_cfg))
+
+
+def _members(path: errors.PathLike) -> Iterator[tuple[str, bytes]]:
+  """(name, bytes) of the shard's tar members, in order, streamed from the zstd stream."""
+  try:
+    with open(path, 'rb') as f, \
+        zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True) as stream, \
+        tarfile.open(fileobj=stream, mode='r|') as archive:
+      for member in archive:
+        if member.isfile():
+          yield member.name, archive.extractfile(member).read()
+        archive.members.clear()  # The stream's TarFile would list every member it read.
+  except (zstandard.ZstdError, tarfile.TarError, EOFError, OSError) as e:
+    raise errors.CorruptFileError(f'damaged or truncated zstd tar shard: {e}', path=path) from e
+
+
+def _metadata(path: errors.PathLike, members: Iterator[tuple[str, bytes]]) -> dict[str, Any]:
+  """The first member, which il-representations' reader requires to be the metadata."""
+  first = next(members, None)
+  if first is None or first[0] != METADATA_MEMBER:
+    found = 'nothing' if first is None else repr(first[0])
+    raise errors.SchemaError(f'the first member must be {METADATA_MEMBER}, found {found}',
+                             path=path)
+  return safe_pickle.loads(first[1], source=os.fspath(path))
+
+
+def _rows(path: errors.PathLike, members: Iterator[tuple[str, bytes]]) -> Iterator[dict[str, Any]]:
+  """One dict per frame ({key: unpickled value}), in file order."""
+  current, row = -1, {}
+  for name, data in members:
+    match = _MEMBER.match(name)
+    if not match:
+      continue
+    index = int(match.group(1))
+    if index != current:
+      if index < current:
+        raise errors.SchemaError(f'frame {index} comes after frame {current}: frames must be in '
+                                 f'order with their members together', path=path, field=name)
+      if row:
+        yield row
+      current, row = index, {}
+    row[match.group(2)] = safe_pickle.loads(data, source=os.fspath(path))
+  if row:
+    yield row
+
+
+def _keys(head: Mapping[str, Any]) -> list[str]:
+  """The keys every transition must have: the required ones and the optional ones of the first."""
+  for key in REQUIRED_KEYS:
+    if key not in head:
+      raise errors.SchemaError('transition 0 has no such member', field=key)
+  return [k for k in REQUIRED_KEYS + OPTIONAL_KEYS if k in head]
+
+
+def _check_row(row: Mapping[str, Any], keys: Sequence[str], index: int) -> None:
+  missing = [k for k in keys if k not in row]
+  if missing:
+    raise errors.SchemaError(f'transition {index} has no {missing} (transition 0 has them)',
+                             field=missing[0])
+
+
+def _trajectories(path: errors.PathLike, rows: Iterable[dict[str, Any]], keys: Sequence[str],
+                  semantics: 'ShardSemantics', env_cfg: Mapping[str, Any]) -> Iterator[Trajectory]:
+  """Rows -> trajectories, one episode at a time: a row ends an episode at a done, or (benchmarks
+  that declare it) where the next row's obs is not its next_obs, or at the end of the shard."""
+  episode: list[dict[str, Any]] = []
+  pending = None
+  with errors.located(path):
+    for index, row in enumerate(rows):
+      _check_row(row, keys, index)
+      if pending is not None:
+        episode.append(pending)
+        jump = (semantics.split_where_observations_jump and
+                not np.array_equal(pending['next_obs'], row['obs']))
+        if bool(pending['dones']) or jump:
+          yield _trajectory(episode, keys, semantics, env_cfg)
+          episode = []
+      pending = row
+    if pending is not None:
+      episode.append(pending)
+      yield _trajectory(episode, keys, semantics, env_cfg)
+
+
+def _trajectory(rows: list[dict[str, Any]], keys: Sequence[str], semantics: 'ShardSemantics',
+                env_cfg: Mapping[str, Any]) -> Trajectory:
+  columns = {key: nested.stack_rows([row[key] for row in rows]) for key in keys if key != 'infos'}
+  infos = [row['infos'] for row in rows] if 'infos' in keys else None
+  num = len(rows)
+  rewards = np.asarray(columns.get('rews', np.zeros(num)), dtype=np.float64)
+  step_metadata, discounts = _info_columns(infos, num)
+  truncated = bool(infos and _info(infos[-1]).get(TRUNCATED_INFO, False))
+  trajectory = semantics.policy.trajectory(
+      columns['obs'], columns['acts'], rewards,
+      terminal_flag=bool(columns['dones'][-1]) and not truncated,
+      next_observations=columns['next_obs'], step_metadata=step_metadata,
+      metadata={'task_name': str(env_cfg.get('task_name', ''))})
+  if discounts is not None:
+    trajectory = dataclasses.replace(trajectory, discounts=discounts)
+  return trajectory
 
 
 def semantics_of(env_cfg: Mapping[str, Any]) -> ShardSemantics:
