@@ -144,3 +144,15 @@ def test_declared_urls_follow_d4rl_infos():
   assert BY_NAME['kitchen-complete-v0'].url == (
       root + 'kitchen/mini_kitchen_microwave_kettle_light_slider-v0.hdf5')
   assert len(BY_NAME) == 47
+
+
+def test_adroit_file_without_timeouts(tmp_path):
+  dataset = BY_NAME['door-human-v1']
+  path = tmp_path / dataset.file_name
+  path.write_bytes((FIXTURES / dataset.file_name).read_bytes())
+  with h5py.File(path, 'a') as f:
+    del f['timeouts']
+  with pytest.raises(errors.SchemaError, match='adroit files end every episode with timeouts') as e:
+    d4rl_families.read(path, dataset)
+  assert (e.value.path, e.value.field) == (str(path), 'timeouts')
+

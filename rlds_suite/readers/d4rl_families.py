@@ -222,12 +222,11 @@ def episode_rows(table: d4rl.Table, family: Family) -> tuple[list[slice], Bounda
       recorded = table.timeouts
     ends = jumps | recorded
     inferred = int((jumps & ~recorded).sum())
-  elif family.ending_rule is EndingRule.TERMINAL_FLAG:
-    ends = np.zeros(len(table), dtype=bool)
-    for rows in d4rl.episode_rows(table):
-      ends[rows.stop - 1] = True
-    inferred = 0
   else:
+    if family.ending_rule is EndingRule.TERMINAL_FLAG and table.timeouts is None:
+      # Time-limit ends are recorded only there: without them, episodes would run together.
+      raise errors.SchemaError(f'{family.name} files end every episode with timeouts; this one has '
+                               'none', field='timeouts')
     ends = episodes.episode_ends(table.terminals, table.timeouts)
     inferred = 0
   rows = episodes.split_rows(ends)  # Rows after the last end: an unfinished, truncated episode.

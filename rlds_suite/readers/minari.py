@@ -182,7 +182,8 @@ def episode_ids(metadata: Metadata) -> list[int]:
   """The ids of the stored episodes, in order."""
   if metadata.data_format == 'hdf5':
     with hdf5.open_file(metadata.path / HDF5_FILE) as f:
-      ids = sorted(int(name.split('_', 1)[1]) for name in f if name.startswith('episode_'))
+      ids = sorted(int(name[len('episode_'):]) for name in f
+                   if name.startswith('episode_') and name[len('episode_'):].isdigit())
     if not ids:
       raise errors.EmptyInputError('no episode_<i> groups', path=metadata.path / HDF5_FILE)
   else:
