@@ -7,6 +7,7 @@ import pickle
 import sys
 import types
 from unittest import mock
+import tracemalloc
 import weakref
 
 import numpy as np
@@ -74,3 +75,29 @@ def test_truncated_and_listless_pickles():
     _stream(data[:-8])
   with pytest.raises(errors.SchemaError, match='expected a pickled list'):
     _stream(pickle.dumps({'a': 1}))
+
+
+@pytest.mark.parametrize('protocol', [3, 4])  # BINPUT and MEMOIZE memo numbering.
+def test_memory_holds_about_one_item(protocol):
+  """Nothing of a handed-out item stays in the unpickler (its arrays, their bytes, memo entries)."""
+  data = pickle.dumps([{'frames': [np.full(16384, i % 256, np.uint8) for _ in range(4)]}
+                       for i in range(300)], protocol=protocol)  # 300 items of 64 KiB.
+  tracemalloc.start()
+  try:
+    count = 0
+    for item in pickle_stream.iter_list_items(lambda: io.BytesIO(data), source='x'):
+      assert item['frames'][0][0] == count % 256
+      count += 1
+      del item
+    _, peak = tracemalloc.get_traced_memory()
+  finally:
+    tracemalloc.stop()
+  assert count == 300
+  assert peak < 20 * 65536, peak  # Far below the 300 items' 19 MiB.
+
+
+def test_object_shared_between_items_is_refused():
+  shared = np.arange(100)
+  data = pickle.dumps([{'a': shared}, {'a': shared}], protocol=4)
+  with pytest.raises(errors.SchemaError, match='item 1 refers to an object of an earlier item'):
+    _stream(data)

@@ -22,11 +22,11 @@ from rlds_suite.core import errors
 from rlds_suite.core import safe_pickle
 
 _MARK = pickletools.markobject
-# Memoized objects of these types, made while an item was built, belong to it: forgotten with it
-# (globals, dtypes and strings, which later items refer to again, are kept).
+# Memoized objects of these types, made while an item was built, belong to it and are forgotten
+# with it; globals, dtypes, strings and short byte strings (pickle refers to them again from later
+# items, e.g. ndarray's b'b' reconstruct argument) are kept.
 _ITEM_DATA = (np.ndarray, list, dict, tuple, set, safe_pickle.ImitationTrajectory)
-_FORGOTTEN = object()
-_MEMO_GETS = frozenset(op[0] for op in (pickle.GET, pickle.BINGET, pickle.LONG_BINGET))
+_SHORT_BYTES = 64
 
 
 def iter_list_items(open_stream: Callable[[], IO[bytes]], *, source: str) -> Iterator[Any]:
@@ -103,7 +103,11 @@ class _StreamingUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
                                                self._unframer.readline)
     self.metastack, self.stack, self.proto = [], [], 0
     self.append = self.stack.append
-    dispatch, read = self.dispatch, self.read
+    # MEMOIZE numbers entries by len(memo); counting them instead lets handed-out items' entries
+    # be deleted.
+    dispatch = {**self.dispatch, pickle.MEMOIZE[0]: _StreamingUnpickler._load_memoize}
+    read = self.read
+    self._memo_count = 0
     memo_before: set = set()
     try:
       index = 0
@@ -111,10 +115,14 @@ class _StreamingUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
         key = read(1)
         if not key:
           raise EOFError('pickle data was truncated')
-        dispatch[key[0]](self)
-        if key[0] in _MEMO_GETS and self.stack[-1] is _FORGOTTEN:
-          raise errors.SchemaError(f'item {self._handed} refers to an object of an earlier item: the '
-                                   f'items cannot be read one at a time', path=self._source)
+        try:
+          dispatch[key[0]](self)
+        except pickle.UnpicklingError as e:
+          if 'Memo value not found' not in str(e):
+            raise
+          raise errors.SchemaError(f'item {self._handed} refers to an object of an earlier item '
+                                   f'(or the file is damaged): the items cannot be read one at a '
+                                   f'time', path=self._source) from e
         if index in ends:
           yield self._hand_out(memo_before)
           memo_before = set(self.memo)
@@ -128,6 +136,10 @@ class _StreamingUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
       raise errors.CorruptFileError(f'cannot unpickle: {type(e).__name__}: {e}',
                                     path=self._source) from e
 
+  def _load_memoize(self) -> None:
+    self.memo[self._memo_count] = self.stack[-1]
+    self._memo_count += 1
+
   def _hand_out(self, memo_before: set) -> Any:
     """Takes the completed item off the stack (leaving a None in its slot) and forgets the objects
     memoized while it was built, so nothing keeps it alive."""
@@ -136,6 +148,8 @@ class _StreamingUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     on_stack = {id(value) for value in self.stack}  # The list itself, and what holds it.
     for key in set(self.memo) - memo_before:
       value = self.memo[key]
-      if isinstance(value, _ITEM_DATA) and id(value) not in on_stack:
-        self.memo[key] = _FORGOTTEN  # Not deleted: protocol 4 numbers new entries len(memo).
+      if id(value) not in on_stack and (
+          isinstance(value, _ITEM_DATA) or
+          isinstance(value, (bytes, bytearray)) and len(value) > _SHORT_BYTES):
+        del self.memo[key]
     return item
