@@ -45,13 +45,6 @@ def test_batches_span_blocks_like_rebatch():
   assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
 
 
-def test_block_order_is_a_seeded_permutation():
-  order = exits.block_order(7, 3, 100)
-  assert sorted(order) == list(range(100))
-  np.testing.assert_array_equal(order, exits.block_order(7, 3, 100))
-  assert not np.array_equal(order, exits.block_order(7, 4, 100))
-
-
 def test_corrupt_shard_is_named(tmp_path):
   eps = streams_data.id_episodes(0, 40, min_len=50, max_len=60, seed=5)
   directory = streams_data.write(tmp_path, 'set_corrupt', eps)

@@ -3,10 +3,10 @@
 A stream hands out large shuffled blocks (thousands of units): a tf.data element handed to a
 consumer costs 30-100 us here (the asynchronous IteratorGetNext wakes a thread), so one element
 per 256-unit batch capped the stream far below the rate at which files are read. Batches are cut
-where they are used: `as_numpy` permutes each block with one numpy `take` per field and slices it
-into batches (views), `Stream.dataset` permutes and rebatches the blocks inside tf.data for
-TensorFlow loops and `tf.train.Checkpoint`. Both give the same batches in the same order (the
-same seeded permutation of each block, `block_order`): batches of `batch_size` consecutive units of the block sequence
+where they are used: `as_numpy` permutes each block with one numpy `take` per field (the block's
+seeded permutation comes with it) and slices it into batches (views), `Stream.dataset` permutes
+and rebatches the blocks inside tf.data for TensorFlow loops, `tf.train.Checkpoint` and the
+tf.data service (no Python in its graph). Both give the same batches in the same order: batches of `batch_size` consecutive units of the block sequence
 (a batch may span two blocks where a block is not a multiple of it), the last one short unless
 `drop_remainder`.
 """
@@ -14,7 +14,7 @@ same seeded permutation of each block, `block_order`): batches of `batch_size` c
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -22,13 +22,6 @@ import tensorflow_datasets as tfds
 
 from rlds_suite.streams import budget as budget_lib
 from rlds_suite.streams import reading
-
-
-def block_order(seed: int, index: int, size: int) -> np.ndarray:
-  """The permutation of block `index` of a stream seeded `seed`: uniform over all orders.
-
-  numpy's, in both exits (~10x cheaper than tf.random.experimental.stateless_shuffle here)."""
-  return np.random.default_rng([seed, int(index)]).permutation(int(size))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +32,7 @@ class Stream:
   `stream.element_spec` and every other tf.data.Dataset attribute are the batch dataset's.
   Pass `stream.dataset` where a tf.data.Dataset itself is required (Keras, tf.distribute).
   """
-  blocks: tf.data.Dataset  # (block index, unpermuted block of units)
-  permute_seed: Optional[int]  # None: blocks keep their order (no shuffling).
+  blocks: tf.data.Dataset  # (block of units, its permutation)
   batch_size: int
   drop_remainder: bool
   sizes: budget_lib.Sizes
@@ -51,19 +43,8 @@ class Stream:
   def dataset(self) -> tf.data.Dataset:
     """The tf.data exit: permuted blocks rebatched inside tf.data (for TensorFlow loops and
     tf.train.Checkpoint)."""
-    seed = self.permute_seed
-
-    def permute(index, block):
-      if seed is None:
-        return block
-      size = tf.shape(tf.nest.flatten(block)[0], out_type=tf.int64)[0]
-      order = tf.numpy_function(lambda i, n: block_order(seed, i, n), [index, size], tf.int64,
-                                stateful=False)
-      return tf.nest.map_structure(lambda t: tf.gather(t, order), block)
-
-    options = tf.data.Options()  # The permutation is a function of its inputs: no state to save.
-    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    blocks = self.blocks.map(permute).with_options(options)
+    blocks = self.blocks.map(
+        lambda block, order: tf.nest.map_structure(lambda t: tf.gather(t, order), block))
     return blocks.rebatch(self.batch_size, drop_remainder=self.drop_remainder).prefetch(1)
 
   @property
@@ -88,17 +69,11 @@ class Stream:
     return cut_batches(self._permute_each(blocks), self.batch_size, self.drop_remainder)
 
   def _permute_each(self, blocks: Iterator[Any]) -> Iterator[Any]:
-    for index, block in blocks:
-      permuted = self._permuted(index, block)
+    for block, order in blocks:
+      permuted = tf.nest.map_structure(lambda a, o=order: np.take(a, o, axis=0), block)
       del block  # Only the permuted copy stays while the next block is read.
       yield permuted
       del permuted
-
-  def _permuted(self, index: int, block: Any) -> Any:
-    if self.permute_seed is None:
-      return block
-    order = block_order(self.permute_seed, index, len(tf.nest.flatten(block)[0]))
-    return tf.nest.map_structure(lambda a: np.take(a, order, axis=0), block)
 
 
 def _slicer(structure: Any) -> Callable[[int, int], Any]:

@@ -192,10 +192,23 @@ def _empty(spec: Any) -> Any:
       lambda s: tf.zeros([0] + [d or 0 for d in s.shape.as_list()[1:]], s.dtype), spec)
 
 
+def _order(seed: Optional[int]):
+  """Block index, block -> the block's permutation: uniform over all orders, seeded per block
+  (the identity without shuffling). The exits apply it (streams.exits)."""
+
+  def order(index, block):
+    rows = tf.range(_size(block))
+    if seed is None:
+      return rows
+    return tf.random.experimental.stateless_shuffle(
+        rows, seed=tf.stack([tf.constant(seed, tf.int64), index]))
+
+  return order
+
+
 def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
-                exhaustion: Exhaustion) -> tf.data.Dataset:
-  """(block index, block) of units: each dataset's scheduled piece, concatenated (the exits permute
-  it).
+                exhaustion: Exhaustion, permute_seed: Optional[int]) -> tf.data.Dataset:
+  """(block, its permutation) of units: each dataset's scheduled piece, concatenated.
 
   STOP: the block in which a dataset runs out is cut where its piece ends (the others' pieces pro
   rata) and is the last. DROP: an exhausted dataset gives empty pieces, so the others keep their
@@ -210,6 +223,7 @@ def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
   if drop:
     zipped = zipped.take_while(lambda *parts: tf.logical_not(tf.reduce_all([e for _, e in parts])))
   wanted_per_block = tf.constant(schedule)
+  order = _order(permute_seed)
 
   def block(index, parts):
     if drop:
@@ -224,7 +238,7 @@ def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
       parts = [tf.nest.map_structure(lambda t, k=keep[i]: t[:k], p) for i, p in enumerate(parts)]
     units = parts[0] if len(parts) == 1 else tf.nest.map_structure(
         lambda *t: tf.concat(t, 0), *parts)
-    return index, units
+    return units, order(index, units)
 
   return zipped.enumerate().map(block, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -328,10 +342,10 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
   weights = weights if weights is not None else [1.0] * len(unit_streams)
   # The same schedule on every shard: equal unit counts then give equal batch counts.
   schedule = mix_schedule(sizes.block_units, weights, mix.granularity, _seed(seed, 3))
-  blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion)
+  blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion,
+                       None if shuffle is None else _seed(seed, shard_index, 2))
   blocks = blocks.prefetch(1).with_options(_options(sizes.memory_budget, cache_dir is not None))
-  return exits.Stream(blocks, None if shuffle is None else _seed(seed, shard_index, 2),
-                      batch_size, drop_remainder, sizes,
+  return exits.Stream(blocks, batch_size, drop_remainder, sizes,
                       tuple(d.name for d in resolved),
                       tuple(tuple(f.filename for f in s.files) for s in sources))
 

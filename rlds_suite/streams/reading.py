@@ -90,7 +90,7 @@ class EpisodeParser:
       info = self._serialized[path]
       values = tf.reshape(parsed[f'{fields.STEPS}/{path}'].flat_values, [-1, *info.shape])
       values = tf.cast(values, info.dtype) if values.dtype != info.dtype else values
-      steps[path] = _decode_rows(feature, values)
+      steps[path] = tf.ensure_shape(_decode_rows(feature, values), [None, *feature.shape])
     return nested.unflatten_paths(steps), row_splits
 
 
