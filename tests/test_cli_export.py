@@ -1,6 +1,6 @@
 """`rlds-suite export`: a thin shell over rlds_suite.exports."""
 
-import json
+import ast
 import pathlib
 
 import numpy as np
@@ -24,8 +24,13 @@ def reacher(tmp_path_factory):
 
 
 def _printed(capsys) -> dict:
-  out = capsys.readouterr().out
-  return json.loads(out[out.index('{'):])
+  """{'header': first line, name: shape} from the printed summary."""
+  header, *lines = capsys.readouterr().out.strip().splitlines()
+  shapes = {}
+  for line in lines:
+    name, shape = line.split(maxsplit=1)
+    shapes[name] = list(ast.literal_eval(shape))
+  return {'header': header, **shapes}
 
 
 def test_formats_listed_without_importing_the_library_match_it():
@@ -35,13 +40,14 @@ def test_formats_listed_without_importing_the_library_match_it():
 def test_export_npz_d4rl_and_dict(reacher, tmp_path, capsys):
   assert cli.main(['export', reacher, str(tmp_path / 'flat.npz'), '--to', 'npz']) == 0
   printed = _printed(capsys)
-  assert printed['arrays']['observations'] == [5, 9, 100, 100]
-  assert printed['arrays']['infos/internal_state'] == [5, 4]
+  assert printed['header'] == f'wrote {tmp_path / "flat.npz"} (npz): 7 arrays, 5 rows'
+  assert printed['observations'] == [5, 9, 100, 100]
+  assert printed['infos/internal_state'] == [5, 4]
   flat = np.load(tmp_path / 'flat.npz')
   np.testing.assert_array_equal(flat['timeouts'], [0, 0, 1, 0, 1])
   np.testing.assert_array_equal(flat['terminals'], [0, 0, 0, 0, 0])
   assert cli.main(['export', reacher, str(tmp_path / 'd.hdf5'), '--to', 'd4rl']) == 0
-  assert _printed(capsys)['arrays']['next_observations'] == [5, 9, 100, 100]
+  assert _printed(capsys)['next_observations'] == [5, 9, 100, 100]
   assert cli.main(['export', reacher, str(tmp_path / 'dict.npz'), '--to',
                    'il_representations_dict']) == 0
   np.testing.assert_array_equal(np.load(tmp_path / 'dict.npz')['dones'], [0, 0, 1, 0, 1])
@@ -50,7 +56,7 @@ def test_export_npz_d4rl_and_dict(reacher, tmp_path, capsys):
 def test_export_il_representations_shard(reacher, tmp_path, capsys):
   out = tmp_path / 'processed' / 'demos' / 'dm_control' / 'reacher-easy' / 'demos.tar.zst'
   assert cli.main(['export', reacher, str(out), '--to', 'il_representations']) == 0
-  assert _printed(capsys)['frames'] == 5
+  assert capsys.readouterr().out.strip() == f'wrote {out} (il_representations): 5 frames'
   _, theirs = il_representations.read_shard(
       DUMMY / 'processed/demos/dm_control/reacher-easy/demos.tar.zst')
   _, ours = il_representations.read_shard(out)

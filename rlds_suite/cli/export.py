@@ -46,8 +46,12 @@ def run(args) -> int:
     print('warning: --env_cfg only applies to --to il_representations; ignored')
   written = exports.export(args.source, args.to, args.out, split=args.split,
                            data_dir=args.data_dir, **options)
-  summary = {'out': args.out, 'format': args.to}
-  summary.update({'frames': written} if isinstance(written, int) else
-                 {'arrays': {name: list(shape) for name, shape in sorted(written.items())}})
-  print(json.dumps(summary, indent=2))
+  if isinstance(written, int):
+    print(f'wrote {args.out} ({args.to}): {written} frames')
+    return 0
+  rows = max(shape[0] for shape in written.values())
+  print(f'wrote {args.out} ({args.to}): {len(written)} arrays, {rows} rows')
+  width = max(len(name) for name in written)
+  for name, shape in sorted(written.items()):
+    print(f'  {name:<{width}}  {tuple(shape)}')
   return 0
