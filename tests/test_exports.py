@@ -318,3 +318,15 @@ def test_exports_hold_one_episode_at_a_time(tmp_path, target):
   small, large = peak(4), peak(40)
   episode_bytes = 51 * 4 * 84 * 84
   assert large < small + 2 * episode_bytes, (small, large)
+
+
+def test_il_representations_export_refuses_frames_of_another_layout(tmp_path):
+  """Native Atari demos are channels last; a shard's metadata says (4, 84, 84): refused, named."""
+  policy = episodes.BoundaryPolicy(episodes.FinalObservation.EXTRA_ROW)
+  trajectory = policy.trajectory(np.zeros((3, 84, 84, 4), np.uint8), np.zeros(2, np.int64),
+                                 np.zeros(2), terminal_flag=True)
+  with pytest.raises(errors.SchemaError, match=r'observation: episode 0: observations of shape '
+                     r'\(84, 84, 4\); atari/PongNoFrameskip-v4 shards hold \(4, 84, 84\)'):
+    ilr_export.export([episodes.to_episode(trajectory).as_example()], tmp_path / 'x.tar.zst',
+                      env_cfg={'benchmark_name': 'atari', 'task_name': 'PongNoFrameskip-v4'})
+  assert not list(tmp_path.iterdir())

@@ -24,6 +24,7 @@ shards.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import pickle
@@ -260,9 +261,17 @@ def export(episodes: Iterable[Mapping[str, Any]], out: errors.PathLike, *,
   semantics = reader.semantics_of(cfg)
   every_done_truncates = semantics.policy.ending_rule is EndingRule.ALWAYS_TRUNCATED
 
+  layout = tasks.layout(cfg.get('benchmark_name'), cfg.get('task_name'))
+
   def all_episodes():
-    yield first
-    yield from iterator
+    for index, episode in enumerate(itertools.chain([first], iterator)):
+      shape = tuple(np.shape(episode[fields.STEPS][fields.OBSERVATION])[1:])
+      if layout is not None and shape != layout.observation_shape:
+        raise errors.SchemaError(
+            f'episode {index}: observations of shape {shape}; {layout.benchmark}/{layout.task} '
+            f'shards hold {layout.observation_shape} (channels-first frame stacks)',
+            path=out, field=fields.OBSERVATION)
+      yield episode
 
   return write_frames(out, meta_dict(cfg),
                       frames(all_episodes(), mark_truncations=not every_done_truncates))
