@@ -15,7 +15,8 @@ from rlds_suite.readers import minari as minari_reader
 
 ROOT = pathlib.Path(__file__).resolve().parent / 'fixtures' / 'minari'
 DATASETS = ['cartpole/random-hdf5-v0', 'cartpole/random-arrow-v0',
-            'synthetic/dict-image-hdf5-v0', 'synthetic/dict-image-arrow-v0']
+            'synthetic/dict-image-hdf5-v0', 'synthetic/dict-image-arrow-v0',
+            'synthetic/tuple-hdf5-v0', 'synthetic/tuple-arrow-v0']
 
 
 def _with_final(steps, final):
@@ -25,6 +26,8 @@ def _with_final(steps, final):
 
 
 def _assert_nested_equal(ours, theirs):
+  if isinstance(theirs, tuple):  # Tuple spaces are read as dicts keyed '0', '1', ...
+    theirs = {str(j): value for j, value in enumerate(theirs)}
   if isinstance(theirs, dict):
     assert sorted(ours) == sorted(theirs)
     for key in theirs:
@@ -200,4 +203,14 @@ def test_metadata_declaring_a_narrower_dtype(tmp_path, dataset_id):
   with pytest.raises(errors.SchemaError, match='declares float32, the file stores float64') as e:
     list(minari_reader.read_trajectories(data))
   assert e.value.field.endswith('observations/state')
+
+
+def test_tuple_and_multi_discrete_spaces():
+  meta = minari_reader.read_metadata(minari_reader.find_dataset('synthetic/tuple-hdf5-v0', ROOT))
+  assert meta.observation_space == (minari_reader.Box((2,), np.dtype(np.float32)),
+                                    minari_reader.Discrete(4, start=1))
+  assert meta.action_space == minari_reader.Box((2,), np.dtype(np.int64))
+  first = next(minari_reader.trajectories(meta))
+  assert sorted(first.observations) == ['0', '1']
+  assert first.observations['1'].min() >= 1 and first.observations['1'].max() <= 4
 

@@ -38,6 +38,7 @@ def _episodes(builder) -> list:
     ('cartpole/random-arrow-v0', FIXTURES),
     ('synthetic/dict-image-hdf5-v0', FIXTURES),
     ('synthetic/dict-image-arrow-v0', FIXTURES),
+    ('synthetic/tuple-hdf5-v0', FIXTURES),
 ])
 def test_same_steps_as_minari_loader(dataset_id, root, tmp_path, monkeypatch):
   import minari  # pylint: disable=g-import-not-at-top  # The test extra installs it.
@@ -52,6 +53,8 @@ def test_same_steps_as_minari_loader(dataset_id, root, tmp_path, monkeypatch):
     n = len(expected.rewards)
     assert len(steps[fields.REWARD]) == n + 1  # The final observation is an extra last step.
     observations = expected.observations
+    if isinstance(observations, tuple):  # Stored as a dict keyed '0', '1', ...
+      observations = {str(j): value for j, value in enumerate(observations)}
     if isinstance(observations, dict):
       for key, value in observations.items():
         np.testing.assert_array_equal(steps[fields.OBSERVATION][key], value)
