@@ -134,3 +134,14 @@ def test_streams_read_the_il_representations_shards_a_config_names(tmp_path):
       [{}], env_cfg=ILR_ENV_CFGS['dm_control'], catalog=catalog.Catalog(), batch_size=4, seed=0,
       data_dir=str(tmp_path))))
   assert batch['observation'].shape == (4, 9, 100, 100)
+
+
+def test_magical_preprocessing_is_declared_not_applied():
+  cat = catalog.Catalog()
+  raw = {'benchmark_name': 'magical', 'task_name': 'MoveToCorner', 'magical_preproc': None,
+         'magical_remove_null_actions': False}
+  assert cat.resolve({}, raw).source == 'magical_demos/move_to_corner'
+  with pytest.raises(errors.UnresolvedDatasetError, match=(
+      r"magical_preproc='LoRes4E'.*magical_demos/move_to_corner \(magical_preproc=None, "
+      r'magical_remove_null_actions=False\) \(the catalog does not preprocess')):
+    cat.resolve({'env_cfg': {'magical_preproc': 'LoRes4E'}}, raw)

@@ -10,9 +10,10 @@ benchmarks (magical, atari, dm_control, procgen, minecraft) and D4RL/gym:
   * rows for our builders come from the builders' own configs (`BUILDER_FAMILIES`, data); a family
     whose builder is not registered contributes none;
   * each row declares the preprocessing keys its frames were made with (`dm_control_frame_stack`,
-    `procgen_frame_stack`): an env_cfg that sets such a key resolves only to rows made that way
-    (the native dm_control and procgen demos hold single frames, the processed shards stacks of 3
-    and 4); the catalog does not stack frames itself;
+    `procgen_frame_stack`, `magical_preproc`, `magical_remove_null_actions`): an env_cfg that sets
+    such a key resolves only to rows made that way (the native dm_control and procgen demos hold
+    single frames, the processed shards stacks of 3 and 4, MAGICAL's demos are unpreprocessed);
+    the catalog does not preprocess;
   * `{"type": "random"}` resolves to random rollouts recorded with `rlds-suite record` under
     `random_dir/<benchmark>/<task_name>/` (Atari, dm_control, procgen; `RANDOM_ENVS` says which
     environment to record), else to a prepared il-representations random shard dataset
@@ -41,6 +42,7 @@ DEFAULT_ENV_CFG: Mapping[str, Any] = {BENCHMARK_NAME: 'magical', TASK_NAME: 'Mov
 
 # env_cfg keys that change what a dataset holds, per benchmark (il-representations' env_cfg).
 PREPROCESSING_KEYS: Mapping[str, tuple[str, ...]] = {
+    'magical': ('magical_preproc', 'magical_remove_null_actions'),
     'dm_control': ('dm_control_frame_stack',),
     'procgen': ('procgen_frame_stack',),
 }
@@ -99,7 +101,10 @@ def _tasks(type: str, benchmark: str, builder: str,  # pylint: disable=redefined
 # The builders of rlds_suite.builders, declared as data. Order matters where several rows share a
 # key: the first row whose preprocessing fits wins.
 BUILDER_FAMILIES: tuple[BuilderFamily, ...] = (
-    _tasks(DEMOS, 'magical', 'magical_demos', lambda config: config.task),
+    # MAGICAL's reference demos as recorded: full-resolution views, no preprocessor (il-representations'
+    # magical_preproc, e.g. LoRes4E, is applied by its loader), null actions kept.
+    _tasks(DEMOS, 'magical', 'magical_demos', lambda config: config.task,
+           {'magical_preproc': None, 'magical_remove_null_actions': False}),
     _tasks(DEMOS, 'atari', 'ilr_atari_demos', lambda config: config.game.env_id),
     # Native dm_control and procgen demos hold single frames; il-representations stacks them.
     _tasks(DEMOS, 'dm_control', 'ilr_dm_control_demos', lambda config: config.task.name,
@@ -237,8 +242,8 @@ class Catalog:
       asked = ', '.join(f'{k}={v!r}' for k, v in requested.items())
       raise errors.UnresolvedDatasetError(
           f'{named} with {asked}, but its datasets were made otherwise: '
-          f'{"; ".join(row.describe() for row in candidates)} (the catalog does not re-stack '
-          f'frames: set the key to one of these)')
+          f'{"; ".join(row.describe() for row in candidates)} (the catalog does not preprocess: '
+          f'set the keys as one of these was made)')
     return ResolvedDataset(entry=dict(entry), type=kind, env_cfg=merged, source=fitting[0].source)
 
   def resolve_all(self, dataset_configs: Sequence[Mapping[str, Any]],
