@@ -24,11 +24,6 @@ __all__ = ['errors', 'validate', 'Ending', 'Episode', 'Trajectory', 'builders', 
            'record', 'streams', 'stream', 'load_dict_dataset', 'as_numpy', 'write_episodes']
 
 _quiet_tensorflow.quiet_by_default()
-_post_import.when_imported('tensorflow_datasets', lambda _: register_builders())
-# EnvLogger's own Riegeli backend needs its codec fixed on numpy 2 (compat/envlogger_compat.py).
-_post_import.when_imported(
-    'envlogger.converters.codec',
-    lambda _: _importlib.import_module('rlds_suite.compat.envlogger_compat').patch_envlogger_codec())
 
 _registration_deferred = False
 
@@ -71,3 +66,10 @@ def __getattr__(name):
   if name in _LAZY_MODULES:
     return _importlib.import_module(_LAZY_MODULES[name])
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+_post_import.when_imported('tensorflow_datasets', lambda _: register_builders())
+# EnvLogger's own Riegeli backend needs its codec fixed on numpy 2 (compat/envlogger_compat.py).
+_post_import.when_imported(
+    'envlogger.converters.codec',
+    lambda _: _importlib.import_module('rlds_suite.compat.envlogger_compat').patch_envlogger_codec())
