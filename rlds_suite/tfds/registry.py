@@ -70,7 +70,7 @@ def check_name(name: str) -> None:
   builder = parts[0]
   if builder in ours:
     config = parts[1] if len(parts) > 1 and not parts[1][:1].isdigit() else None
-    if config is None or config in ours[builder].configs:
+    if config is None or config in ours[builder].configs or _configured_by_name(builder, config):
       return
     raise errors.UnresolvedDatasetError(
         f'{builder} has no config {config!r}{_suggest(f"{builder}/{config}", full_names())}',
@@ -81,6 +81,17 @@ def check_name(name: str) -> None:
       f'no registered dataset {builder!r} and no such directory'
       f'{_suggest(name, full_names() + list(tfds.list_builders(with_community_datasets=False)))}'
       f' (rlds-suite list shows them all)', path=name)
+
+
+def _configured_by_name(builder: str, config: str) -> bool:
+  """Whether a builder without listed configs makes one from any name (e.g. minari/<id>)."""
+  cls = next(c for c in builder_classes() if c.name == builder)
+  if cls.BUILDER_CONFIGS:
+    return False
+  try:
+    return cls.get_builder_config(config) is not None
+  except Exception:  # pylint: disable=broad-except
+    return False
 
 
 def _suggest(name: str, candidates: list[str]) -> str:
