@@ -12,6 +12,8 @@ Memory holds one item. Globals resolve exactly as in `safe_pickle.RestrictedUnpi
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import pickle
 import pickletools
 from typing import IO, Any, Callable, Iterator
@@ -37,50 +39,133 @@ def iter_list_items(open_stream: Callable[[], IO[bytes]], *, source: str) -> Ite
   data, naming `source`.
   """
   with open_stream() as f:
-    ends = _item_ends(f, source)
+    ends = _item_ends(io.BufferedReader(f, _BUFFER), source)
   with open_stream() as f:
-    yield from _StreamingUnpickler(f, source=source).items(ends)
+    yield from _StreamingUnpickler(io.BufferedReader(f, _BUFFER), source=source).items(ends)
+
+
+_BUFFER = 1 << 20  # Read-ahead, so that each opcode's small reads stay in C.
+
+
+@dataclasses.dataclass(frozen=True)
+class _Op:
+  """What the first pass needs of an opcode: its stack effect and how to skip its argument."""
+  name: str
+  mark: int  # Index of the mark in its stack_before, or -1.
+  pops: int  # Slots it pops (below the mark, for mark ops).
+  pushes: int
+  arg_bytes: int  # > 0: fixed size; 0: none; < 0: pickletools' length-prefixed kinds.
+  arg_lines: int  # Newline-terminated argument lines (protocol 0 ops).
+
+
+def _op_table() -> dict[int, _Op]:
+  table = {}
+  for op in pickletools.opcodes:
+    before = op.stack_before
+    mark = before.index(_MARK) if _MARK in before else -1
+    arg = op.arg
+    lines = 0 if arg is None or arg.n != pickletools.UP_TO_NEWLINE else (
+        2 if arg.name == 'stringnl_noescape_pair' else 1)
+    table[op.code.encode('latin-1')[0]] = _Op(
+        name=op.name, mark=mark, pops=mark if mark >= 0 else len(before),
+        pushes=len(op.stack_after), arg_bytes=0 if arg is None or lines else arg.n,
+        arg_lines=lines)
+  return table
+
+
+_OPS = _op_table()
+# Length-prefixed arguments: (bytes of the length, signed).
+_LENGTH_PREFIX = {pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
+                  pickletools.TAKEN_FROM_ARGUMENT4: (4, True),
+                  pickletools.TAKEN_FROM_ARGUMENT4U: (4, False),
+                  pickletools.TAKEN_FROM_ARGUMENT8U: (8, False)}
+
+
+_SPECIAL = frozenset(('MARK', 'STOP', 'APPEND', 'APPENDS', 'EMPTY_LIST'))
+# Fast paths of the first pass: opcodes with no mark and no special meaning, by argument kind.
+_FIXED = {code: (op.arg_bytes, op.pops, op.pushes) for code, op in _OPS.items()
+          if op.name not in _SPECIAL and op.mark < 0 and op.arg_bytes >= 0 and not op.arg_lines}
+_PREFIXED = {code: (*_LENGTH_PREFIX[op.arg_bytes], op.pops, op.pushes)
+             for code, op in _OPS.items()
+             if op.name not in _SPECIAL and op.mark < 0 and op.arg_bytes < 0}
 
 
 def _item_ends(f: IO[bytes], source: str) -> set[int]:
   """Indices of the opcodes that complete an item of the first list (a static stack walk).
 
   Each stack slot remembers the last opcode that pushed it; when a batch of the list's items is
-  appended, the slots hold one item each, and each item was complete from that opcode on.
+  appended, the slots hold one item each, and each item was complete from that opcode on. Only
+  opcodes and argument sizes are read; nothing is built.
   """
   levels: list[list[int]] = [[]]  # Per mark level: for each stack slot, the op that last pushed it.
+  level = levels[-1]
   target = None  # (level, slot) of the first list.
   item_level = None  # Level whose slots are items of the target list (between MARK and APPENDS).
   ends: set[int] = set()
+  read, readline = f.read, f.readline
+  fixed, prefixed = _FIXED, _PREFIXED
+  index = -1
   try:
-    for index, (op, _, _) in enumerate(pickletools.genops(f)):
-      before, after = op.stack_before, op.stack_after
-      if op.name == 'MARK':
-        if target == (len(levels) - 1, len(levels[-1]) - 1):
-          item_level = len(levels)
-        levels.append([])
-        continue
-      if _MARK in before:
-        closed = levels.pop()
-        if (op.name == 'APPENDS' and item_level == len(levels) and
-            target == (len(levels) - 1, len(levels[-1]) - 1)):
-          ends.update(closed)
-        if item_level == len(levels):
-          item_level = None
-        before = before[:before.index(_MARK)]
-      level = levels[-1]
-      if op.name == 'APPEND' and target == (len(levels) - 1, len(level) - 2):
-        ends.add(level[-1])
-      if before:
-        del level[len(level) - len(before):]
-      level.extend([index] * len(after))
-      if op.name == 'EMPTY_LIST' and target is None:
-        target = (len(levels) - 1, len(level) - 1)
-  except (ValueError, EOFError, IndexError) as e:
-    raise errors.CorruptFileError(f'cannot read the pickle: {e}', path=source) from e
+    while True:
+      index += 1
+      code = read(1)[0]  # IndexError at the end of the data: truncated.
+      if code in fixed:
+        size, pops, pushes = fixed[code]
+        if size:
+          read(size)
+      elif code in prefixed:
+        width, signed, pops, pushes = prefixed[code]
+        size = int.from_bytes(read(width), 'little', signed=signed)
+        while size > 0:  # Arguments up to gigabytes: skipped in chunks.
+          chunk = len(read(min(size, _BUFFER)))
+          if not chunk:
+            raise IndexError
+          size -= chunk
+      else:
+        op = _OPS[code]  # KeyError: not an opcode.
+        _skip_argument(op, read, readline)
+        if op.name == 'STOP':
+          break
+        if op.name == 'MARK':
+          if target == (len(levels) - 1, len(level) - 1):
+            item_level = len(levels)
+          levels.append([])
+          level = levels[-1]
+          continue
+        if op.mark >= 0:
+          closed = levels.pop()
+          level = levels[-1]  # IndexError: a mark op without a mark.
+          if (op.name == 'APPENDS' and item_level == len(levels) and
+              target == (len(levels) - 1, len(level) - 1)):
+            ends.update(closed)
+          if item_level == len(levels):
+            item_level = None
+        if op.name == 'APPEND' and target == (len(levels) - 1, len(level) - 2):
+          ends.add(level[-1])
+        pops, pushes = op.pops, op.pushes
+        if op.name == 'EMPTY_LIST' and target is None:
+          target = (len(levels) - 1, len(level))
+      if pops:
+        if pops > len(level):
+          raise IndexError
+        del level[-pops:]
+      if pushes:
+        level.extend([index] * pushes)
+  except (IndexError, KeyError, ValueError) as e:
+    raise errors.CorruptFileError(f'cannot read the pickle: damaged or truncated at opcode '
+                                  f'{index}', path=source) from e
   if target is None:
     raise errors.SchemaError('expected a pickled list, found none', path=source)
   return ends
+
+
+def _skip_argument(op: _Op, read, readline) -> None:
+  """Reads past the argument of an opcode off the fast paths; IndexError when truncated."""
+  for _ in range(op.arg_lines):
+    if not readline().endswith(b'\n'):
+      raise IndexError
+  if op.arg_bytes > 0 and len(read(op.arg_bytes)) != op.arg_bytes:
+    raise IndexError
 
 
 class _StreamingUnpickler(pickle._Unpickler):  # pylint: disable=protected-access
