@@ -78,6 +78,25 @@ def test_not_stored_final_observation_becomes_a_marked_copy(terminal):
   np.testing.assert_array_equal(transitions[fields.DISCOUNT], [1, 1, 0] if terminal else [1, 1, 1])
 
 
+def test_an_episode_without_actions_is_its_final_observation_alone():
+  batch = episodes.TrajectoryBatch(
+      observations=np.zeros((2, 1)), actions=np.array([5, 6]), rewards=np.array([1., 2.]),
+      num_actions=np.array([0, 2, 0]), terminated=np.array([False, True, False]),
+      final_observations=np.array([[7.], [8.], [9.]]))
+  converted = episodes.to_episodes(batch)
+  assert [converted.episode(i).num_steps for i in range(3)] == [1, 3, 1]
+  alone = converted.episode(0).steps
+  np.testing.assert_array_equal(alone[fields.OBSERVATION], [[7.]])
+  assert alone[fields.IS_FIRST].tolist() == alone[fields.IS_LAST].tolist() == [True]
+  assert alone[fields.IS_TERMINAL].tolist() == [False] and alone[fields.DISCOUNT].tolist() == [1]
+  np.testing.assert_array_equal(converted.episode(1).steps[fields.DISCOUNT], [1, 0, 0])
+  assert validation.validate_episodes([converted.episode(i) for i in range(3)]).ok
+  with pytest.raises(errors.EpisodeBoundaryError, match='episode 0: .*cannot be terminated'):
+    episodes.to_episodes(dataclasses.replace(batch, terminated=np.array([True, True, False])))
+  with pytest.raises(errors.EpisodeBoundaryError, match='at least one action'):
+    episodes.to_episodes(dataclasses.replace(batch, final_observations=None))
+
+
 def test_copy_mask_only_where_the_policy_marks_copies():
   obs, acts, rews = np.zeros((2, 1)), np.zeros(2), np.zeros(2)
   marked = BoundaryPolicy(FinalObservation.NEXT_OBSERVATIONS, marks_copies=True)
@@ -136,9 +155,13 @@ def test_nan_reward_is_typed_error():
     episodes.to_episode(trajectory)
 
 
-def test_episode_without_actions_is_refused():
-  with pytest.raises(errors.EpisodeBoundaryError):
-    episodes.to_episode(EXTRA_ROW.trajectory(np.zeros((1, 1)), np.zeros(0), np.zeros(0)))
+def test_episode_without_actions_is_refused_unless_it_has_a_final_observation():
+  with pytest.raises(errors.EpisodeBoundaryError, match='at least one action'):
+    episodes.to_episode(BoundaryPolicy(FinalObservation.NOT_STORED).trajectory(
+        np.zeros((0, 1)), np.zeros(0), np.zeros(0)))
+  alone = episodes.to_episode(EXTRA_ROW.trajectory(np.ones((1, 1)), np.zeros(0), np.zeros(0)))
+  np.testing.assert_array_equal(alone.steps[fields.OBSERVATION], [[1]])
+  assert alone.steps[fields.IS_LAST].tolist() == [True]
 
 
 def test_episode_ends_and_split_rows_partition_every_row():
@@ -271,4 +294,5 @@ def test_batch_errors_name_the_episode_and_its_steps():
   with pytest.raises(errors.InvalidValueError, match=r'episode 1: non-finite values at steps \[1\]'):
     episodes.to_episodes(batch)
   with pytest.raises(errors.EpisodeBoundaryError, match='episode 1: an episode needs at least one'):
-    episodes.to_episodes(dataclasses.replace(batch, num_actions=np.array([5, 0])))
+    episodes.to_episodes(dataclasses.replace(batch, num_actions=np.array([5, 0]),
+                                             final_observations=None, final_step_metadata=None))

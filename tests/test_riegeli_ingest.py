@@ -38,7 +38,7 @@ class _NaNReward(Tape):
 
 
 def _write_riegeli(directory, episodes=3, env_id='gymnasium:CartPole-v1', reset_only=(),
-                   nan_reward_at=None):
+                   nan_reward_at=None, keep_reset_only=False):
   """EnvLogger's own Riegeli logs; the episodes in `reset_only` get an extra reset before them."""
   envlogger_compat.patch_envlogger_codec()
   env = envs.make(env_id, seed=0, max_episode_steps=15)
@@ -53,14 +53,14 @@ def _write_riegeli(directory, episodes=3, env_id='gymnasium:CartPole-v1', reset_
       timestep = logged.reset()
       while not timestep.last():
         timestep = logged.step(policy(timestep))
-  return [e for e in env.episodes if len(e) > 1]
+  return env.episodes if keep_reset_only else [e for e in env.episodes if len(e) > 1]
 
 
 def test_convert_round_trip(tmp_path):
   (tmp_path / 'logs').mkdir()
   taped = _write_riegeli(tmp_path / 'logs')
   done = riegeli_ingest.convert(tmp_path / 'logs', tmp_path / 'ds', name='cartpole')
-  assert done.num_episodes_written == 3 and done.reset_only_dropped == 0
+  assert done.num_episodes_written == 3 and done.reset_only == 0
   episodes = read_episodes(tmp_path / 'ds')
   for episode, tape in zip(episodes, taped):
     assert_matches_tape(episode, tape)
@@ -72,7 +72,7 @@ def test_cli_convert_and_record(tmp_path, capsys):
   (tmp_path / 'logs').mkdir()
   _write_riegeli(tmp_path / 'logs', episodes=2)
   assert cli.main(['convert', str(tmp_path / 'logs'), '--out', str(tmp_path / 'converted')]) == 0
-  assert '"episodes_written": 2, "reset_only_episodes_dropped": 0' in capsys.readouterr().out
+  assert '"episodes_written": 2, "reset_only_episodes": 0' in capsys.readouterr().out
   assert cli.main(['record', '--env', 'gymnasium:CartPole-v1', '--policy', 'random',
                    '--episodes', '3', '--out', str(tmp_path / 'recorded'), '--seed', '0',
                    '--no_progress']) == 0
@@ -95,15 +95,44 @@ def test_convert_keeps_float64_rewards_exact(tmp_path):
     assert len(set(_bits(episode['steps']['reward']))) > 10
 
 
-def test_reset_only_episodes_are_counted_and_not_written(tmp_path, capsys):
+def test_reset_only_episodes_are_kept_as_one_step_episodes(tmp_path, capsys):
+  """As TFDS's own EnvLogger reader keeps them: one step, first and last, with its metadata."""
   (tmp_path / 'logs').mkdir()
-  taped = _write_riegeli(tmp_path / 'logs', episodes=3, reset_only=(0, 2))
+  taped = _write_riegeli(tmp_path / 'logs', episodes=3, reset_only=(0, 2), keep_reset_only=True)
+  assert [len(tape) for tape in taped][:2] == [1, 16]
   assert cli.main(['convert', str(tmp_path / 'logs'), '--out', str(tmp_path / 'ds')]) == 0
-  captured = capsys.readouterr()
-  assert '"episodes_written": 3, "reset_only_episodes_dropped": 2' in captured.out
-  assert '2 episode(s) with a reset and no action were not written' in captured.err
-  for episode, tape in zip(read_episodes(tmp_path / 'ds'), taped):
-    assert_matches_tape(episode, tape)
+  assert '"episodes_written": 5, "reset_only_episodes": 2' in capsys.readouterr().out
+  got = read_episodes(tmp_path / 'ds')
+  assert len(got) == 5
+  for episode, tape in zip(got, taped):
+    assert episode['tag'] == b'x'
+    if len(tape) > 1:
+      assert_matches_tape(episode, tape)
+      continue
+    steps = episode['steps']
+    np.testing.assert_array_equal(steps['observation'], [tape[0][0].observation])
+    assert steps['is_first'].tolist() == steps['is_last'].tolist() == [True]
+    assert steps['is_terminal'].tolist() == [False] and steps['discount'].tolist() == [1]
+    assert steps['action'].tolist() == [0] and steps['reward'].tolist() == [0]
+    assert steps['note'].tolist() == [b'hi']
+  assert rlds_suite.validate(tmp_path / 'ds').ok
+
+
+def test_a_log_of_only_resets(tmp_path):
+  """No episode of the batch has an action: the declared specs give the empty columns."""
+  envlogger_compat.patch_envlogger_codec()
+  env = Tape(envs.make('gymnasium:Pendulum-v1', seed=0))
+  (tmp_path / 'logs').mkdir()
+  with envlogger.EnvLogger(env, data_directory=str(tmp_path / 'logs')) as logged:
+    logged.reset()
+    logged.reset()
+  done = riegeli_ingest.convert(tmp_path / 'logs', tmp_path / 'ds')
+  assert (done.num_episodes_written, done.reset_only) == (2, 2)
+  got = read_episodes(tmp_path / 'ds')
+  for episode, tape in zip(got, env.episodes):
+    np.testing.assert_array_equal(episode['steps']['observation'], [tape[0][0].observation])
+    assert episode['steps']['action'].shape == (1, 1) and episode['steps']['is_last'].all()
+  assert rlds_suite.validate(tmp_path / 'ds').ok
 
 
 def _dataset_files(directory):

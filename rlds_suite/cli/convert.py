@@ -1,13 +1,12 @@
 """`rlds-suite convert RIEGELI_DIR --out DIR`: EnvLogger Riegeli logs -> an RLDS/TFDS dataset.
 
-Prints the episodes written and the count of reset-only episodes (a reset and no action), which are
-not written.
+Prints the episodes written, and how many of them are only a reset (no action): those are kept as
+one-step episodes, as TFDS's EnvLogger reader keeps them.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 
 
 def register(subparsers) -> None:
@@ -27,10 +26,6 @@ def run(args) -> int:
   from rlds_suite.recording import riegeli_ingest  # pylint: disable=g-import-not-at-top
   done = riegeli_ingest.convert(args.source, args.out, name=args.name,
                                 image_fields=args.image_field)
-  if done.reset_only_dropped:
-    print(f'{done.reset_only_dropped} episode(s) with a reset and no action were not written '
-          f'(an RLDS episode needs an action)', file=sys.stderr)
   print(json.dumps({'out': args.out, 'episodes_written': done.num_episodes_written,
-                    'reset_only_episodes_dropped': done.reset_only_dropped,
-                    'logs': len(done.log_directories)}))
+                    'reset_only_episodes': done.reset_only, 'logs': len(done.log_directories)}))
   return 0

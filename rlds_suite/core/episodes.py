@@ -213,6 +213,7 @@ class BoundaryPolicy:
                 f'expected {n_act} rows')
         final = nested.row(next_observations, -1)
       else:  # NOT_STORED: the placeholder last step repeats the last real observation.
+        _expect(n_act > 0, fields.ACTION, 'an episode needs at least one action')
         final = nested.row(observations, -1)
         if discounts is not None and self._discount_timing is RewardTiming.ON_ARRIVAL:
           # Row t + 1 holds the discount a_t earned; the last action's was not kept.
@@ -319,9 +320,12 @@ def to_episodes(batch: TrajectoryBatch) -> EpisodeBatch:
   rather than per episode."""
   counts = np.asarray(batch.num_actions, dtype=np.int64).reshape(-1)
   locate = _Locator(counts)
-  if not len(counts) or counts.min() < 1:
+  # An episode without actions is only its final observation (a reset and nothing else, as
+  # EnvLogger logs one): a single step, first and last, truncated.
+  has_final = batch.final_observations is not None
+  if not len(counts) or counts.min() < (0 if has_final else 1):
     raise locate.error(int(np.argmin(counts)) if len(counts) else 0, fields.ACTION,
-                       'an episode needs at least one action')
+                       'an episode needs at least one action, or a final observation')
   num_actions = int(counts.sum())
   for field, structure, problem in (
       (fields.OBSERVATION, batch.observations, 'observations (one per action)'),
@@ -344,7 +348,6 @@ def to_episodes(batch: TrajectoryBatch) -> EpisodeBatch:
           f'expected a copy flag per episode ({len(counts)}), with final observations',
           field=fields.OBSERVATION_IS_COPY)
 
-  has_final = batch.final_observations is not None
   lengths = counts + has_final
   ends = np.cumsum(lengths)
   starts = ends - lengths
@@ -362,6 +365,9 @@ def to_episodes(batch: TrajectoryBatch) -> EpisodeBatch:
                                            final_rows, num_steps)
 
   terminated = np.asarray(batch.terminated, dtype=bool).reshape(-1)
+  if (terminated & (counts == 0)).any():
+    raise locate.error(int(np.argmax(terminated & (counts == 0))), fields.IS_TERMINAL,
+                       'an episode without actions cannot be terminated')
   is_first = np.zeros(num_steps, dtype=bool)
   is_first[starts] = True
   is_last = np.zeros(num_steps, dtype=bool)

@@ -85,6 +85,10 @@ class RLDSWriter(backend_writer.BackendWriter):
   most `max_pending_batches` batches queued (a bound on their memory); image encoding (ISA-L)
   releases the GIL and can then overlap the environment, which pays off only when a core is idle.
   On 2 busy cores the thread's GIL contention costs more than it hides.
+
+  `keep_reset_only_episodes`: an episode of only a reset (no action) is written as one step, first
+  and last, truncated, with its metadata, as TFDS's EnvLogger reader keeps it (`convert` does
+  this); by default such an episode is not written.
   """
 
   def __init__(self,
@@ -108,6 +112,7 @@ class RLDSWriter(backend_writer.BackendWriter):
                dataset_metadata: Optional[Mapping[str, Any]] = None,
                max_pending_batches: int = 2,
                writer_thread: bool = False,
+               keep_reset_only_episodes: bool = False,
                **base_kwargs):
     super().__init__(**base_kwargs)
     self._closed = True  # Until construction succeeds; makes __del__ harmless.
@@ -124,6 +129,7 @@ class RLDSWriter(backend_writer.BackendWriter):
           specs['observation_spec'], specs['action_spec'], specs.get('reward_spec'), image_fields)
       self._declared_steps = {**inferred, **self._declared_steps}
     self._image_fields = tuple(image_fields)
+    self._keep_reset_only = keep_reset_only_episodes
     self._declared_episode = dict(episode_metadata_features or {})
     self._max_episodes = max_episodes_per_shard
     self._max_bytes = max_bytes_per_shard
@@ -273,8 +279,8 @@ class RLDSWriter(backend_writer.BackendWriter):
     """Adds the episode in flight to the pending batch; a full batch goes to the worker."""
     steps, metadata = self._steps, self._episode_metadata
     self._steps, self._episode_metadata = None, None
-    if steps is None or len(steps) < 2:
-      return  # No action was taken: nothing to write.
+    if steps is None or len(steps) < (1 if self._keep_reset_only else 2):
+      return  # No action was taken: nothing to write (unless reset-only episodes are kept).
     # A tuple: later appends (after a signal handler's hand-off) cannot reach it.
     self._pending.append((tuple(steps), metadata))
     now, deadline = time.monotonic(), self._shard_deadline  # The worker may reset it meanwhile.
@@ -305,7 +311,8 @@ class RLDSWriter(backend_writer.BackendWriter):
     """Converts, serializes and writes episodes in order; when one of them fails, the episodes
     before it are written and its error is raised."""
     try:
-      batch = episodes_from_steps(recorded, self._row_paths.__contains__)
+      batch = episodes_from_steps(recorded, self._row_paths.__contains__,
+                                  _no_rows(self._declared_steps))
       if self._serializer is None:
         self._open(batch.episode(0))
       serialized = self._serializer.serialize_batch(batch)
@@ -393,7 +400,8 @@ Recorded = tuple[Sequence[step_data.StepData], Any]  # One episode's StepData an
 
 
 def episodes_from_steps(recorded: Sequence[Recorded],
-                        keep_rows: Callable[[str], bool] = lambda path: False) -> EpisodeBatch:
+                        keep_rows: Callable[[str], bool] = lambda path: False,
+                        no_rows: Optional[Mapping[str, Any]] = None) -> EpisodeBatch:
   """EnvLogger StepData of episodes (each from its reset timestep) -> RLDS episodes, converted
   together by `rlds_suite.core.episodes.to_episodes`.
 
@@ -401,7 +409,9 @@ def episodes_from_steps(recorded: Sequence[Recorded],
   timestep: LAST with discount 0 is a termination, anything else (time limit, recording stopped
   mid-episode) a truncation. EnvLogger's step metadata belongs to the timestep it was computed at,
   so the final step keeps the final timestep's metadata. Fields at paths where `keep_rows` is true
-  (those encoded row by row, e.g. images) stay one array per row, uncopied.
+  (those encoded row by row, e.g. images) stay one array per row, uncopied. An episode of only its
+  reset timestep becomes one step; a batch of only such episodes takes its empty action and reward
+  columns from `no_rows` (`_no_rows` of the declared features).
   """
   for index, (steps, _) in enumerate(recorded):
     if not steps[0].timestep.first():
@@ -410,6 +420,19 @@ def episodes_from_steps(recorded: Sequence[Recorded],
   acted = [s.timestep for steps, _ in recorded for s in steps[1:]]
   num_actions = np.array([len(steps) - 1 for steps, _ in recorded])
   lasts = [steps[-1].timestep for steps, _ in recorded]
+  final_observations = _column([t.observation for t in lasts], fields.OBSERVATION, keep_rows)
+  if acted:
+    observations = _column([s.timestep.observation for steps, _ in recorded for s in steps[:-1]],
+                           fields.OBSERVATION, keep_rows)
+    actions = _column([s.action for steps, _ in recorded for s in steps[1:]], fields.ACTION,
+                      keep_rows)
+    rewards = _column([t.reward for t in acted], fields.REWARD, keep_rows)
+  elif no_rows is not None and {fields.ACTION, fields.REWARD} <= set(no_rows):
+    observations = nested.take_rows(final_observations, slice(0, 0))
+    actions, rewards = no_rows[fields.ACTION], no_rows[fields.REWARD]
+  else:
+    raise errors.SchemaError('episodes without any action need declared action and reward specs',
+                             field=fields.ACTION)
   discounts = _discounts([t.discount for t in acted])
   ended = np.array([t.last() for t in lasts])  # Anything else stopped mid-episode: truncated.
   has_custom = any(s.custom_data is not None for steps, _ in recorded for s in steps)
@@ -421,18 +444,23 @@ def episodes_from_steps(recorded: Sequence[Recorded],
     if changed is not None:
       raise errors.SchemaError(f'step metadata keys changed from {sorted(keys)} to '
                                f'{sorted(changed)}', field='step_fn')
+    final_custom_column = _column(final_custom, '', keep_rows)
+  terminated = ended & (num_actions > 0)  # A reset alone is never a termination.
+  terminated[terminated] = discounts[(np.cumsum(num_actions) - 1)[terminated]] == 0.0
+  step_metadata: Any = {}
+  if has_custom:
+    step_metadata = (_column(custom, '', keep_rows) if custom else
+                     nested.take_rows(final_custom_column, slice(0, 0)))
   batch = TrajectoryBatch(
-      observations=_column([s.timestep.observation for steps, _ in recorded for s in steps[:-1]],
-                           fields.OBSERVATION, keep_rows),
-      actions=_column([s.action for steps, _ in recorded for s in steps[1:]], fields.ACTION,
-                      keep_rows),
-      rewards=_column([t.reward for t in acted], fields.REWARD, keep_rows),
+      observations=observations,
+      actions=actions,
+      rewards=rewards,
       discounts=discounts,
       num_actions=num_actions,
-      terminated=ended & (discounts[np.cumsum(num_actions) - 1] == 0.0),
-      final_observations=_column([t.observation for t in lasts], fields.OBSERVATION, keep_rows),
-      step_metadata=_column(custom, '', keep_rows) if has_custom else {},
-      final_step_metadata=_column(final_custom, '', keep_rows) if has_custom else None,
+      terminated=terminated,
+      final_observations=final_observations,
+      step_metadata=step_metadata,
+      final_step_metadata=final_custom_column if has_custom else None,
       metadata=[_as_episode_metadata(metadata) for _, metadata in recorded])
   return to_episodes(batch)
 
@@ -446,8 +474,26 @@ def _column(values: Sequence[Any], path: str,
   return nested.stack_rows_allowing_ragged(values, keep_rows, path)
 
 
+def _no_rows(declared_steps: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+  """Zero-row arrays of the declared action and reward features (None when not declared)."""
+  empty = {}
+  for key in (fields.ACTION, fields.REWARD):
+    if key not in declared_steps:
+      return None
+    empty[key] = _no_rows_of(declared_steps[key])
+  return empty
+
+
+def _no_rows_of(feature: Any) -> Any:
+  if isinstance(feature, (Mapping, tfds.features.FeaturesDict)):
+    return {key: _no_rows_of(feature[key]) for key in feature.keys()}
+  return np.zeros((0, *(d or 0 for d in feature.shape)), feature.np_dtype)
+
+
 def _discounts(values: Sequence[Any]) -> np.ndarray:
   """dm_env discounts may be None (FIRST) or arrays; RLDS keeps one scalar (the minimum) per step."""
+  if not values:
+    return np.zeros(0, np.float32)
   if all(v is not None for v in values):
     stacked = _column(values, fields.DISCOUNT)
     if isinstance(stacked, np.ndarray) and stacked.dtype.kind in 'biuf':

@@ -12,7 +12,8 @@ the dataset (or, when the target already holds it, is appended to it shard by sh
 conversion leaves the target as it was.
 
 Episodes of only a reset (EnvLogger logs one when `reset()` is called twice without a `step()`)
-have no action and are not written; they are counted (`Conversion.reset_only_dropped`).
+are kept, as TFDS's own EnvLogger reader keeps them: one step, first and last, truncated, with the
+episode's metadata (`Conversion.reset_only`).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ _SPECS = ('observation_spec', 'action_spec', 'reward_spec', 'discount_spec')
 
 @dataclasses.dataclass(frozen=True)
 class Conversion:
-  """What `convert` wrote: episodes, reset-only episodes dropped, and the logs read."""
+  """What `convert` wrote: episodes (`reset_only` of them a reset and no action), the logs read."""
   data_dir: str
   num_episodes_written: int
-  reset_only_dropped: int
+  reset_only: int
   log_directories: tuple[str, ...]
 
 
@@ -88,7 +89,7 @@ def convert(source: str | os.PathLike, data_dir: str | os.PathLike, *,
   os.makedirs(parent, exist_ok=True)
   staging = tempfile.mkdtemp(prefix=f'.{os.path.basename(target)}.converting-', dir=parent)
   try:
-    written, dropped = _convert_logs(logs, staging, name=name, image_fields=image_fields,
+    written, reset_only = _convert_logs(logs, staging, name=name, image_fields=image_fields,
                                      step_features=step_features,
                                      episode_metadata_features=episode_metadata_features,
                                      **writer_kwargs)
@@ -100,27 +101,25 @@ def convert(source: str | os.PathLike, data_dir: str | os.PathLike, *,
       os.rename(staging, target)
   finally:
     shutil.rmtree(staging, ignore_errors=True)
-  return Conversion(os.fspath(data_dir), written, dropped, tuple(logs))
+  return Conversion(os.fspath(data_dir), written, reset_only, tuple(logs))
 
 
 def _convert_logs(logs: list[str], directory: str, **writer_args: Any) -> tuple[int, int]:
-  """Writes every episode of `logs` into a new dataset `directory`: (written, reset-only)."""
+  """Writes every episode of `logs` into a new dataset `directory`: (written, of which reset-only)."""
   import envlogger  # pylint: disable=g-import-not-at-top
   writer: Optional[RLDSWriter] = None
-  dropped = 0
+  reset_only = 0
   try:
     for log_dir in logs:
       with errors.located(log_dir), envlogger.Reader(log_dir) as reader:
         if writer is None:
           writer = RLDSWriter(directory, observation_spec=reader.observation_spec(),
                               action_spec=reader.action_spec(), reward_spec=reader.reward_spec(),
-                              **writer_args)
+                              keep_reset_only_episodes=True, **writer_args)
         episode_metadata = list(reader.episode_metadata())
         for index, episode in enumerate(reader.episodes):
           steps = list(episode)
-          if len(steps) < 2:  # A reset and no action: nothing to write (RLDSWriter skips it).
-            dropped += 1
-            continue
+          reset_only += len(steps) == 1
           for step_index, step in enumerate(steps):
             writer.record_step(step, is_new_episode=step_index == 0)
           if index < len(episode_metadata) and episode_metadata[index] is not None:
@@ -128,7 +127,7 @@ def _convert_logs(logs: list[str], directory: str, **writer_args: Any) -> tuple[
   finally:
     if writer is not None:
       writer.close()
-  return (writer.num_episodes_written if writer else 0), dropped
+  return (writer.num_episodes_written if writer else 0), reset_only
 
 
 def _append_shards(staging: str, target: str) -> None:
