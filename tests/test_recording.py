@@ -93,7 +93,7 @@ def _bits(values) -> list[int]:
 
 
 def test_pendulum_rewards_and_float64_metadata_are_exact(tmp_path):
-  """Rewards and step metadata declared float64 come back bit for bit, as gymnasium returned them."""
+  """Rewards and step metadata declared float64 come back bit for bit, as gymnasium gave them."""
   import gymnasium  # pylint: disable=g-import-not-at-top
   writer = rlds_suite.record(
       'gymnasium:Pendulum-v1', 'random', episodes=2, data_dir=tmp_path, name='pendulum', seed=3,

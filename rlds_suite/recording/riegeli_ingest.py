@@ -105,7 +105,7 @@ def convert(source: str | os.PathLike, data_dir: str | os.PathLike, *,
 
 
 def _convert_logs(logs: list[str], directory: str, **writer_args: Any) -> tuple[int, int]:
-  """Writes every episode of `logs` into a new dataset `directory`: (written, of which reset-only)."""
+  """Writes every episode of `logs` into a new dataset `directory`: (written, reset-only)."""
   import envlogger  # pylint: disable=g-import-not-at-top
   writer: Optional[RLDSWriter] = None
   reset_only = 0
