@@ -15,3 +15,5 @@ from rlds_suite.builders.minari import minari_dataset_builder
 from rlds_suite.builders.d4rl_families import d4rl_families_dataset_builder
 from rlds_suite.builders.ilr_shards import ilr_shards_dataset_builder
 from rlds_suite.builders.dqn_replay import dqn_replay_dataset_builder
+from rlds_suite.builders.rlu_atari import rlu_atari_dataset_builder
+from rlds_suite.builders.rlu_control_suite import rlu_control_suite_dataset_builder

@@ -7,7 +7,7 @@ for Dataflow, Flink and Spark.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import tensorflow_datasets as tfds
 
@@ -26,3 +26,11 @@ def download_config(manual_dir: Optional[str] = None, num_workers: int = 2,
   """A DownloadConfig that always carries Beam runner options (ignored by non-Beam builders)."""
   return tfds.download.DownloadConfig(manual_dir=manual_dir,
                                       beam_options=direct_runner_options(num_workers), **kwargs)
+
+
+def per_file(paths: Sequence[str], examples: Callable[[str], Iterable[Any]]) -> Any:
+  """A PTransform with one element per source file; `examples(path)` yields its (key, example)s."""
+  beam = tfds.core.lazy_imports.apache_beam
+  return (beam.Create(list(paths))
+          | 'OneWorkerPerFile' >> beam.Reshuffle()
+          | 'Examples' >> beam.FlatMap(examples))
