@@ -119,3 +119,27 @@ with envlogger.Reader({str(tmp_path)!r}) as reader:
   result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.split()[-1] == '2'
+
+
+def test_truncated_riegeli_log_is_one_line_naming_it(tmp_path):
+  logs = tmp_path / 'logs'
+  logs.mkdir()
+  code = f'''
+import numpy as np, rlds_suite, envlogger
+from rlds_suite import envs
+env = envs.make('gymnasium:CartPole-v1', seed=0)
+with envlogger.EnvLogger(env, data_directory={str(logs)!r}) as logged:
+  for _ in range(3):
+    step = logged.reset()
+    while not step.last():
+      step = logged.step(np.int64(0))
+'''
+  subprocess.run([sys.executable, '-c', code], capture_output=True, check=True, timeout=300)
+  (steps,) = logs.rglob('steps.riegeli')
+  with open(steps, 'r+b') as f:
+    f.truncate(steps.stat().st_size // 2)
+  result = _run('convert', str(logs), '--out', str(tmp_path / 'out'))
+  assert result.returncode == 2
+  (line,) = result.stderr.strip().splitlines()
+  assert line.startswith(f'error: CorruptFileError: {logs}: corrupt or truncated Riegeli log')
+  assert not (tmp_path / 'out').exists()

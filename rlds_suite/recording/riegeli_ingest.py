@@ -118,7 +118,7 @@ def _convert_logs(logs: list[str], directory: str, **writer_args: Any) -> tuple[
                               keep_reset_only_episodes=True, **writer_args)
         episode_metadata = list(reader.episode_metadata())
         for index, episode in enumerate(reader.episodes):
-          steps = list(episode)
+          steps = _read_steps(episode, log_dir, index)
           reset_only += len(steps) == 1
           for step_index, step in enumerate(steps):
             writer.record_step(step, is_new_episode=step_index == 0)
@@ -128,6 +128,21 @@ def _convert_logs(logs: list[str], directory: str, **writer_args: Any) -> tuple[
     if writer is not None:
       writer.close()
   return (writer.num_episodes_written if writer else 0), reset_only
+
+
+def _read_steps(episode: Any, log_dir: str, index: int) -> list[Any]:
+  """An episode's steps; a truncated or damaged log is a CorruptFileError naming it (envlogger's
+  reader fails with 'TypeError: expected bytes, NoneType found' or a Riegeli RuntimeError)."""
+  steps = []
+  try:
+    for step in episode:
+      steps.append(step)
+  except (TypeError, RuntimeError, ValueError) as e:
+    raise errors.CorruptFileError(
+        f'corrupt or truncated Riegeli log: step {len(steps)} of episode {index} does not read '
+        f'back ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})',
+        path=log_dir) from None
+  return steps
 
 
 def _append_shards(staging: str, target: str) -> None:
