@@ -7,7 +7,8 @@ def pytest_files(files, deps, data, sizes = {}, tags = {}):
       files: the pytest files.
       deps: libraries every test needs.
       data: files every test reads (fixtures, conftest.py, setup.cfg).
-      sizes: test size per file where "medium" is too small.
+      sizes: test size per file where the default ("large": 15 minutes, since most files import
+        TensorFlow and several build datasets on two shared cores) does not fit.
       tags: extra tags per file.
     """
     for f in files:
@@ -19,6 +20,6 @@ def pytest_files(files, deps, data, sizes = {}, tags = {}):
             python_version = "PY3",
             deps = deps,
             data = data,
-            size = sizes.get(f, "medium"),
+            size = sizes.get(f, "large"),
             tags = tags.get(f, []),
         )
