@@ -330,3 +330,15 @@ def test_il_representations_export_refuses_frames_of_another_layout(tmp_path):
     ilr_export.export([episodes.to_episode(trajectory).as_example()], tmp_path / 'x.tar.zst',
                       env_cfg={'benchmark_name': 'atari', 'task_name': 'PongNoFrameskip-v4'})
   assert not list(tmp_path.iterdir())
+
+
+def test_il_representations_dict_names_dict_observations_as_its_magical_loader(tmp_path):
+  builder = datasets.build('magical_demos/move_to_corner', data_dir=str(tmp_path / 'data'),
+                           manual_dir=str(REPO / 'builders' / 'magical_demos' / 'dummy_data'))
+  exports.export(builder, 'il_representations_dict', tmp_path / 'dict.npz')
+  got = dict(np.load(tmp_path / 'dict.npz'))
+  assert sorted(got) == ['acts', 'dones', 'next_obs_allo', 'next_obs_ego', 'obs_allo', 'obs_ego',
+                         'rews']
+  steps = [e[fields.STEPS] for e in _numpy_episodes(builder)]
+  np.testing.assert_array_equal(got['obs_ego'], np.concatenate(
+      [s[fields.OBSERVATION]['ego'][:-1] for s in steps]))

@@ -2,7 +2,8 @@
 
 Keys `obs`, `next_obs`, `acts`, `dones`, `rews`, as il-representations' `load_dict_dataset` returns
 them (`rlds_suite.core.episodes.to_il_representations_dict`): one row per transition, `dones` True
-on each episode's last transition whatever ended it. `dict(np.load(OUT))` is the dict.
+on each episode's last transition whatever ended it; dict observations become `obs_<key>` and
+`next_obs_<key>` (il-representations' MAGICAL loader's `obs_ego`). `dict(np.load(OUT))` is the dict.
 """
 
 from __future__ import annotations
@@ -24,5 +25,7 @@ def export(episodes: Iterable[Mapping[str, Any]], out: errors.PathLike) -> dict[
         rows = episodes_lib.to_il_representations_dict([episode])
       except errors.EmptyInputError:
         continue  # An episode of one step has no transition.
-      spool.append({path: value for path, value in nested.flatten_paths(rows).items()})
+      # Dict observations: obs_<key>, as il-representations' MAGICAL loader names them.
+      spool.append({path.replace('/', '_'): value
+                    for path, value in nested.flatten_paths(rows).items()})
     return spool.write_npz(out)
