@@ -1,0 +1,181 @@
+"""DQN Replay conversion: streamed reading vs "np.load the whole gzip, then slice", same files, same run.
+
+  python benchmarks/build_dqn_replay.py [--transitions 1000000] [--rounds 3] [--naive_4x]
+
+Writes a batch_rl-style checkpoint of `--transitions` rows ((N, 84, 84) uint8 frames, int32
+actions, float32 clipped rewards, uint8 terminals, each a gzip of the .npy bytes np.save writes, at
+gzip's default level 9 as dopamine's GzipFile; episodes of 500-3,000 steps behind 3 zero padding
+rows) and a second one of 4x the rows. Each measurement runs in a fresh process, so its peak
+resident memory (ru_maxrss) is its own:
+  ours   rlds_suite.readers.dqn_replay.read_run (header, then 1024-row blocks) -> episodes.to_episode
+  naive  np.load of each whole gzip file, then the same cut: slices per episode -> to_episode
+Both produce the same RLDS episode arrays (PNG encoding and TFDS writing excluded: they cost the
+same for both and bound neither's memory). Rounds alternate ours and naive; the median and the
+range over rounds are printed, with ours/naive ratios. Peak memory includes the interpreter and
+the libraries each process imports. The naive reader is run on the 4x checkpoint only with
+--naive_4x (it needs ~4x the memory, which a shared machine may not have).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+FIELDS = ('observation', 'action', 'reward', 'terminal')
+BLOCK = 4096
+
+
+def _write_npy_gzip(path: pathlib.Path, rows: int, row_shape: tuple, dtype, make_block) -> None:
+  """The bytes np.save writes, gzip'd, produced block by block (a 1M-frame array is 7 GB)."""
+  with gzip.open(path, 'wb') as f:
+    header = {'descr': np.lib.format.dtype_to_descr(np.dtype(dtype)), 'fortran_order': False,
+              'shape': (rows,) + row_shape}
+    np.lib.format.write_array_header_1_0(f, header)
+    for start in range(0, rows, BLOCK):
+      f.write(np.ascontiguousarray(make_block(start, min(rows, start + BLOCK)), dtype=dtype).tobytes())
+
+
+def write_checkpoint(logs: pathlib.Path, rows: int, seed: int = 0) -> int:
+  """Checkpoint 0 of `rows` rows in `logs`; returns the number of complete episodes."""
+  logs.mkdir(parents=True, exist_ok=True)
+  rng = np.random.default_rng(seed)
+  lengths, total = [], 0
+  while total < rows:
+    lengths.append(int(rng.integers(500, 3001)) + 3)
+    total += lengths[-1]
+  terminal = np.zeros(total, np.uint8)
+  terminal[np.cumsum(lengths) - 1] = 1
+  padding = np.zeros(total, bool)
+  for end in np.cumsum([0] + lengths[:-1]):
+    padding[end:end + 3] = True
+  terminal, padding = terminal[:rows], padding[:rows]
+  palette = rng.integers(0, 256, (64, 21, 21), dtype=np.uint8)  # 4x4-pixel blocks: compressible.
+
+  def frames(start, stop):
+    index = np.arange(start, stop)
+    block = palette[index % 64].repeat(4, axis=1).repeat(4, axis=2)
+    block[:, 0, :8] = index[:, None].view(np.uint8).reshape(-1, 8)
+    block[padding[start:stop]] = 0
+    return block
+
+  actions = (np.arange(rows) * 7 % 18).astype(np.int32)
+  rewards = np.clip(rng.standard_normal(rows), -1, 1).astype(np.float32)
+  actions[padding], rewards[padding] = 0, 0
+  _write_npy_gzip(logs / '$store$_observation_ckpt.0.gz', rows, (84, 84), np.uint8, frames)
+  _write_npy_gzip(logs / '$store$_action_ckpt.0.gz', rows, (), np.int32, lambda a, b: actions[a:b])
+  _write_npy_gzip(logs / '$store$_reward_ckpt.0.gz', rows, (), np.float32, lambda a, b: rewards[a:b])
+  _write_npy_gzip(logs / '$store$_terminal_ckpt.0.gz', rows, (), np.uint8, lambda a, b: terminal[a:b])
+  with gzip.open(logs / 'add_count_ckpt.0.gz', 'wb') as f:
+    np.save(f, np.array(rows))
+  return int(terminal.sum())
+
+
+def measure(kind: str, logs: str) -> dict:
+  """Runs in a child process: converts every episode, returns seconds, counts and peak RSS."""
+  from rlds_suite.core import episodes  # pylint: disable=g-import-not-at-top
+  from rlds_suite.readers import dqn_replay  # pylint: disable=g-import-not-at-top
+  start = time.perf_counter()
+  count = steps = 0
+  if kind == 'ours':
+    trajectories = dqn_replay.read_run(logs)
+  else:
+    arrays = {}
+    for field in FIELDS:
+      with gzip.open(dqn_replay.store_file(logs, field, 0), 'rb') as f:
+        arrays[field] = np.load(f)
+    rows = dqn_replay.Rows(*(arrays[f] for f in FIELDS), first_add=0)
+    ends = np.flatnonzero(rows.terminal) + 1
+    starts = np.concatenate([[0], ends[:-1]])
+    selection = lambda add: 0
+    trajectories = (dqn_replay.to_trajectory(rows.take(a, b), selection)
+                    for a, b in zip(starts, ends))
+  for trajectory in trajectories:
+    if trajectory.ending is episodes.Ending.TRUNCATED and kind == 'ours':
+      if trajectory.metadata['first_add_index'] + len(trajectory.rewards) >= rows_in(logs):
+        continue  # The unfinished tail: the naive cut (at terminals only) leaves it out too.
+    episode = episodes.to_episode(trajectory)
+    count += 1
+    steps += episode.num_steps
+  seconds = time.perf_counter() - start
+  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+  return {'seconds': seconds, 'episodes': count, 'steps': steps, 'peak_bytes': peak}
+
+
+def rows_in(logs: str) -> int:
+  with gzip.open(pathlib.Path(logs) / '$store$_terminal_ckpt.0.gz', 'rb') as f:
+    np.lib.format.read_magic(f)
+    return np.lib.format.read_array_header_1_0(f)[0][0]
+
+
+def run_child(kind: str, logs: pathlib.Path) -> dict:
+  out = subprocess.run([sys.executable, __file__, '--child', kind, str(logs)], check=True,
+                       capture_output=True, text=True).stdout
+  return json.loads(out.strip().splitlines()[-1])
+
+
+def spread(values: list[float]) -> str:
+  return f'{statistics.median(values):.3g} [{min(values):.3g}-{max(values):.3g}]'
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--transitions', type=int, default=1_000_000)
+  parser.add_argument('--rounds', type=int, default=3)
+  parser.add_argument('--naive_4x', action='store_true')
+  parser.add_argument('--child', nargs=2, help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.child:
+    print(json.dumps(measure(*args.child)))
+    return
+
+  with tempfile.TemporaryDirectory() as tmp:
+    results = {}
+    for scale in (1, 4):
+      logs = pathlib.Path(tmp) / f'{scale}x' / 'replay_logs'
+      rows = scale * args.transitions
+      start = time.perf_counter()
+      episodes = write_checkpoint(logs, rows, seed=scale)
+      size = sum(p.stat().st_size for p in logs.iterdir())
+      print(f'{scale}x: wrote {rows:,} rows ({episodes} episodes, {rows * 84 * 84 / 2**30:.2f} GiB '
+            f'of frames, {size / 2**20:.0f} MiB gzip) in {time.perf_counter() - start:.0f}s')
+      kinds = ('ours', 'naive') if scale == 1 or args.naive_4x else ('ours',)
+      for _ in range(args.rounds):
+        for kind in kinds:
+          results.setdefault((scale, kind), []).append(run_child(kind, logs))
+      for kind in kinds:
+        runs = results[(scale, kind)]
+        assert len({(r['episodes'], r['steps']) for r in runs}) == 1
+        rate = [rows / r['seconds'] for r in runs]
+        peak = [r['peak_bytes'] / 2**20 for r in runs]
+        print(f'  {kind:5s}: {runs[0]["episodes"]} episodes, {runs[0]["steps"]:,} steps; '
+              f'{spread(rate)} transitions/s; peak RSS {spread(peak)} MiB')
+      if ('ours' in kinds and 'naive' in kinds):
+        ours, naive = results[(scale, 'ours')], results[(scale, 'naive')]
+        if ours[0]['steps'] != naive[0]['steps']:
+          print('  ours and naive produced different episodes: no ratio')
+          continue
+        speed = [n['seconds'] / o['seconds'] for o, n in zip(ours, naive)]
+        memory = [o['peak_bytes'] / n['peak_bytes'] for o, n in zip(ours, naive)]
+        print(f'  ours/naive: throughput {spread(speed)}x, peak memory {spread(memory)}x '
+              '(paired by round)')
+    ours_1x = statistics.median(r['peak_bytes'] for r in results[(1, 'ours')])
+    ours_4x = statistics.median(r['peak_bytes'] for r in results[(4, 'ours')])
+    print(f'ours peak memory 4x/1x: {ours_4x / ours_1x:.2f}x; under 1 GiB at both: '
+          f'{"yes" if max(ours_1x, ours_4x) < 2**30 else "no"}')
+
+
+if __name__ == '__main__':
+  main()
