@@ -26,6 +26,7 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
   pytest.skip('chromium and chromium-driver are not installed (scripts/setup_envs.sh installs them)',
               allow_module_level=True)
 
+from selenium.common import exceptions  # pylint: disable=g-import-not-at-top,wrong-import-position
 from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top,wrong-import-position
 from selenium.webdriver.common.keys import Keys  # pylint: disable=g-import-not-at-top,wrong-import-position
 from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -50,7 +51,9 @@ def test_designer_player_replay_download_in_chromium(tmp_path):
   os.makedirs(downloads)
   with h.ServerThread(str(tmp_path / 'data')) as server:
     driver = _browser(str(tmp_path / 'profile'), downloads)
-    wait = WebDriverWait(driver, 60)
+    # Pages reload (enrolment, navigation): elements found mid-reload go stale; look again.
+    wait = WebDriverWait(driver, 60, ignored_exceptions=(exceptions.StaleElementReferenceException,
+                                                         exceptions.NoSuchElementException))
     try:
       # Designer: log in with the printed link, create and start a study.
       driver.get(f'{server.url}/#designer={h.TOKEN}')

@@ -38,6 +38,7 @@ _log = logging.getLogger(__name__)
 _CONTEXT = web.AppKey('context', sessions.Context)
 _TOKEN = web.AppKey('designer_token', str)
 _REPLAYS = web.AppKey('replays', dict)
+_CLOSING = web.AppKey('closing', set)
 _REPLAY_CACHE = 8  # Decoded episodes kept for replay.
 
 
@@ -62,6 +63,7 @@ def create_app(data_dir: str, *, designer_token: str, db_url: Optional[str] = No
   app[_CONTEXT] = sessions.Context(db, recorder, data_dir, pause_timeout, timings)
   app[_TOKEN] = designer_token
   app[_REPLAYS] = {}
+  app[_CLOSING] = set()
   app.on_cleanup.append(_close)
   page = functools.partial(_page)
   app.add_routes([
@@ -99,6 +101,8 @@ def new_token() -> str:
 
 
 async def _close(app: web.Application) -> None:
+  if app[_CLOSING]:
+    await asyncio.wait(list(app[_CLOSING]), timeout=60)
   await asyncio.get_running_loop().run_in_executor(None, app[_CONTEXT].recorder.close)
   app[_CONTEXT].db.close()
 
@@ -165,6 +169,12 @@ def _db(request: web.Request) -> storage_lib.Storage:
   return request.app[_CONTEXT].db
 
 
+async def _off(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+  """A database call, off the event loop that runs every player's session."""
+  return await asyncio.get_running_loop().run_in_executor(
+      None, functools.partial(fn, *args, **kwargs))
+
+
 # Pages.
 
 async def _page(request: web.Request) -> web.FileResponse:
@@ -176,29 +186,29 @@ async def _page(request: web.Request) -> web.FileResponse:
 
 async def _list_studies(request: web.Request) -> web.Response:
   _designer(request)
-  return web.json_response(_db(request).studies())
+  return web.json_response(await _off(_db(request).studies))
 
 
 async def _create_study(request: web.Request) -> web.Response:
   _designer(request)
-  return web.json_response(_db(request).create_study(await _json(request)), status=201)
+  return web.json_response(await _off(_db(request).create_study, await _json(request)), status=201)
 
 
 async def _get_study(request: web.Request) -> web.Response:
   _designer(request)
-  return web.json_response(_db(request).study(int(request.match_info['study_id'])))
+  return web.json_response(await _off(_db(request).study, int(request.match_info['study_id'])))
 
 
 async def _update_study(request: web.Request) -> web.Response:
   _designer(request)
-  return web.json_response(_db(request).update_study(int(request.match_info['study_id']),
+  return web.json_response(await _off(_db(request).update_study, int(request.match_info['study_id']),
                                                      await _json(request)))
 
 
 async def _delete_study(request: web.Request) -> web.Response:
   _designer(request)
   study_id = int(request.match_info['study_id'])
-  _db(request).delete_study(study_id)
+  await _off(_db(request).delete_study, study_id)
   context = request.app[_CONTEXT]
   shutil.rmtree(os.path.join(context.data_dir, 'studies', str(study_id)), ignore_errors=True)
   return web.json_response({'deleted': study_id})
@@ -213,7 +223,7 @@ def _public(study: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _public_study(request: web.Request) -> web.Response:
-  study = _db(request).study(int(request.match_info['study_id']))
+  study = await _off(_db(request).study, int(request.match_info['study_id']))
   who = _who(request)
   allowed = (who is not None and (who['role'] == 'designer' or who['study_id'] == study['id'])) \
       or secrets.compare_digest(request.query.get('join', ''), study['join_code'])
@@ -224,7 +234,7 @@ async def _public_study(request: web.Request) -> web.Response:
 
 async def _enroll(request: web.Request) -> web.Response:
   data = await _json(request)
-  player, token = _db(request).enroll(int(request.match_info['study_id']),
+  player, token = await _off(_db(request).enroll, int(request.match_info['study_id']),
                                       str(data.get('join', '')), data.get('name') or 'player')
   return web.json_response({'player': player, 'token': token}, status=201)
 
@@ -251,7 +261,7 @@ async def _list_episodes(request: web.Request) -> web.Response:
   player_ids = _ints(query.getall('player', []))
   if who['role'] == 'player':
     study_id, player_ids = who['study_id'], [who['id']]
-  rows = _db(request).episodes(
+  rows = await _off(_db(request).episodes,
       study_id, environment_id=int(query['environment']) if 'environment' in query else None,
       states=query.getall('state', []) or None, tags=query.getall('tag', []),
       player_ids=player_ids or None)
@@ -259,7 +269,7 @@ async def _list_episodes(request: web.Request) -> web.Response:
 
 
 async def _get_episode(request: web.Request) -> web.Response:
-  row = _db(request).episode(request.match_info['episode_id'])
+  row = await _off(_db(request).episode, request.match_info['episode_id'])
   _may_see_episode(request, row)
   return web.json_response(row)
 
@@ -283,7 +293,7 @@ async def _recorded(request: web.Request, row: dict[str, Any]) -> dict[str, Any]
 
 async def _episode_steps(request: web.Request) -> web.Response:
   """Per step: action, reward, the keys, flags, wall time; whether frames can be fetched."""
-  row = _db(request).episode(request.match_info['episode_id'])
+  row = await _off(_db(request).episode, request.match_info['episode_id'])
   _may_see_episode(request, row)
   steps = (await _recorded(request, row))[fields.STEPS]
   n = len(steps[fields.IS_FIRST])
@@ -319,7 +329,7 @@ def _replay_image(steps: dict[str, Any]) -> Optional[Any]:
 
 
 async def _episode_frame(request: web.Request) -> web.Response:
-  row = _db(request).episode(request.match_info['episode_id'])
+  row = await _off(_db(request).episode, request.match_info['episode_id'])
   _may_see_episode(request, row)
   image = _replay_image((await _recorded(request, row))[fields.STEPS])
   t = int(request.match_info['t'])
@@ -330,10 +340,10 @@ async def _episode_frame(request: web.Request) -> web.Response:
 
 
 async def _annotate(request: web.Request) -> web.Response:
-  row = _db(request).episode(request.match_info['episode_id'])
+  row = await _off(_db(request).episode, request.match_info['episode_id'])
   _may_see_episode(request, row)
   data = await _json(request)
-  return web.json_response(_db(request).annotate(
+  return web.json_response(await _off(_db(request).annotate,
       row['id'], add_tags=data.get('add_tags', ()), remove_tags=data.get('remove_tags', ()),
       notes=data.get('notes'),
       add_step_tags=[(int(t), label) for t, label in data.get('add_step_tags', ())],
@@ -385,7 +395,8 @@ async def _play(request: web.Request) -> web.WebSocketResponse:
   """The play loop: the first message is {"type": "hello", "token": PLAYER_OR_DESIGNER_TOKEN}."""
   context = request.app[_CONTEXT]
   study = context.db.study(int(request.match_info['study_id']))
-  ws = web.WebSocketResponse(heartbeat=30, max_msg_size=1 << 16)
+  # No permessage-deflate: frames are JPEG already, deflating them again costs time for nothing.
+  ws = web.WebSocketResponse(heartbeat=30, max_msg_size=1 << 16, compress=False)
   await ws.prepare(request)
   try:
     hello = await ws.receive_json(timeout=30)
@@ -409,7 +420,12 @@ async def _play(request: web.Request) -> web.WebSocketResponse:
               TypeError) as e:
         await ws.send_json({'type': 'error', 'error': f'{type(e).__name__}: {e}'})
   finally:
-    await session.close()
+    # aiohttp cancels the handler when the connection drops: the session still has to abandon
+    # and save its episode, so that runs as its own task, which shutdown waits for.
+    closing = asyncio.ensure_future(session.close())
+    request.app[_CLOSING].add(closing)
+    closing.add_done_callback(request.app[_CLOSING].discard)
+    await asyncio.shield(closing)
   return ws
 
 

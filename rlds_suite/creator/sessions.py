@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -171,12 +172,17 @@ class PlaySession:
   async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
+  async def _db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A database call, off the event loop (a commit may wait on the disk)."""
+    return await asyncio.get_running_loop().run_in_executor(
+        None, functools.partial(fn, *args, **kwargs))
+
   async def _start(self, environment_id: int) -> None:
     if not self._study['active']:
       raise PermissionError('this study is not running')
     if self._env is not None:
       raise errors.SchemaError('this session already plays an environment', field='type')
-    env_row = self._ctx.db.environment(self._study['id'], environment_id)
+    env_row = await self._db(self._ctx.db.environment, self._study['id'], environment_id)
     self._env = env = await self._run(make_environment, env_row)
     self._env_row = env_row
     self._keymap = keymaps.for_environment(env_row['spec'], env, env_row['keymap'])
@@ -209,25 +215,32 @@ class PlaySession:
     if self._episode is not None:
       return  # ENTER during an episode, or before its verdict: ignored.
     episode = _Episode(uuid.uuid4().hex)
-    self._ctx.db.start_episode(episode.id, self._study['id'], self._env_row['id'],
+    await self._db(self._ctx.db.start_episode, episode.id, self._study['id'], self._env_row['id'],
                                self._player['id'], os.path.relpath(self._dataset.directory,
                                                                    self._ctx.data_dir))
     async with self._lock:
-      timestep, frame = await self._run(self._reset)
+      timestep, frame, image = await self._run(self._reset)
       self._episode = episode
       self._held, self._tapped = set(), set()
       self._paused_at = None
-      await self._record_and_send(timestep, None, frame, time.perf_counter(), 0.0)
+      await self._record_and_send(timestep, None, frame, image, time.perf_counter(), 0.0)
 
-  def _reset(self) -> tuple[dm_env.TimeStep, Optional[np.ndarray]]:
+  # In the worker thread: the environment, its frame and the JPEG, off the event loop (a 400x600
+  # frame takes milliseconds to encode, and every other player waits on the loop).
+
+  def _reset(self) -> tuple[dm_env.TimeStep, Optional[np.ndarray], bytes]:
     timestep = self._env.reset()
-    return timestep, frames_lib.frame_of(self._env, timestep, self._display)
+    return (timestep, *self._frame(timestep))
 
-  def _step(self, action: np.ndarray) -> tuple[dm_env.TimeStep, Optional[np.ndarray], float]:
+  def _step(self, action: np.ndarray) -> tuple[dm_env.TimeStep, Optional[np.ndarray], bytes, float]:
     start = time.perf_counter()
     timestep = self._env.step(action)
     elapsed = time.perf_counter() - start
-    return timestep, frames_lib.frame_of(self._env, timestep, self._display), elapsed
+    return (timestep, *self._frame(timestep), elapsed)
+
+  def _frame(self, timestep: dm_env.TimeStep) -> tuple[Optional[np.ndarray], bytes]:
+    frame = frames_lib.frame_of(self._env, timestep, self._display)
+    return frame, (b'' if frame is None else frames_lib.encode(frame))
 
   async def _step_keys(self, keys: set[str]) -> None:
     received = time.perf_counter()
@@ -240,10 +253,10 @@ class PlaySession:
         return
       action = keymaps.as_action(action, self._dataset.action_spec)
       episode.keys.append('+'.join(sorted(keys & set(keymaps.KEYS))))
-      timestep, frame, env_seconds = await self._run(self._step, action)
-      await self._record_and_send(timestep, action, frame, received, env_seconds)
+      timestep, frame, image, env_seconds = await self._run(self._step, action)
+      await self._record_and_send(timestep, action, frame, image, received, env_seconds)
       if timestep.last():
-        self._ctx.db.end_episode(episode.id, state=storage_lib.ENDED,
+        await self._db(self._ctx.db.end_episode, episode.id, state=storage_lib.ENDED,
                                  num_steps=episode.num_actions + 1, episode_return=episode.total,
                                  ending=_ending(timestep))
         await self._send_json({'type': 'ended', 'episode_id': episode.id,
@@ -251,7 +264,7 @@ class PlaySession:
                                'steps': episode.num_actions + 1})
 
   async def _record_and_send(self, timestep: dm_env.TimeStep, action: Optional[np.ndarray],
-                             frame: Optional[np.ndarray], received: float,
+                             frame: Optional[np.ndarray], image: bytes, received: float,
                              env_seconds: float) -> None:
     episode = self._episode
     episode.timesteps.append(timestep)
@@ -266,12 +279,10 @@ class PlaySession:
               'paused': self._paused_at is not None}
     if frame is None:
       header['observation'] = frames_lib.describe(timestep.observation)
-      payload = b''
     else:
       header['mime'] = frames_lib.JPEG
-      payload = frames_lib.encode(frame)
     encoded = json.dumps(header).encode()
-    await self._send_bytes(struct.pack('>I', len(encoded)) + encoded + payload)
+    await self._send_bytes(struct.pack('>I', len(encoded)) + encoded + image)
     if self._ctx.timings is not None and action is not None:
       self._ctx.timings.append((time.perf_counter() - received - env_seconds, env_seconds))
 
@@ -306,10 +317,10 @@ class PlaySession:
       return
     ending = _ending(episode.timesteps[-1]) if episode.ended() else 'cancelled'
     if episode.num_actions < 1:
-      self._ctx.db.end_episode(episode.id, state=outcome, num_steps=len(episode.timesteps),
+      await self._db(self._ctx.db.end_episode, episode.id, state=outcome, num_steps=len(episode.timesteps),
                                episode_return=0.0, ending=None)
       return
-    self._ctx.db.end_episode(episode.id, state=storage_lib.SAVING, outcome=outcome,
+    await self._db(self._ctx.db.end_episode, episode.id, state=storage_lib.SAVING, outcome=outcome,
                              num_steps=episode.num_actions + 1, episode_return=episode.total,
                              ending=ending)
     self._ctx.recorder.submit(self._dataset, episode.played(self._player['id'],

@@ -359,5 +359,8 @@ def _apply_study(study: Study, data: dict[str, Any]) -> None:
 def _sqlite_pragmas(connection: Any, _: Any) -> None:
   cursor = connection.cursor()
   cursor.execute('PRAGMA journal_mode=WAL')
+  # WAL + NORMAL: a commit survives a crash of the server; a power cut may lose the last ones,
+  # which the restart's reconciliation with the datasets repairs.
+  cursor.execute('PRAGMA synchronous=NORMAL')
   cursor.execute('PRAGMA foreign_keys=ON')
   cursor.close()
