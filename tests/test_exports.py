@@ -2,7 +2,6 @@
 the episodes they came from, D4RL's reading semantics and the authors' own shards and writer."""
 
 import io
-import json
 import pathlib
 import pickle
 import pickletools
