@@ -341,3 +341,15 @@ def test_il_representations_dict_names_dict_observations_as_its_magical_loader(t
   steps = [e[fields.STEPS] for e in _numpy_episodes(builder)]
   np.testing.assert_array_equal(got['obs_ego'], np.concatenate(
       [s[fields.OBSERVATION]['ego'][:-1] for s in steps]))
+
+
+def test_il_representations_export_of_no_transition_leaves_nothing(tmp_path):
+  policy = episodes.BoundaryPolicy(episodes.FinalObservation.NOT_STORED)
+  one_step = policy.trajectory(np.zeros((1, 4, 84, 84), np.uint8), np.zeros(1, np.int64),
+                               np.zeros(1), terminal_flag=True)
+  steps = dict(episodes.to_episode(one_step).steps)
+  steps = {key: value[:1] for key, value in steps.items()}  # A reset-only episode: one step.
+  with pytest.raises(errors.EmptyInputError, match='x.tar.zst: no transition to write'):
+    ilr_export.export([{fields.STEPS: steps}], tmp_path / 'x.tar.zst',
+                      env_cfg={'benchmark_name': 'atari', 'task_name': 'PongNoFrameskip-v4'})
+  assert not list(tmp_path.iterdir())

@@ -171,6 +171,9 @@ def write_frames(out_file_path: errors.PathLike, meta_dict: Mapping[str, Any],
           _add(tar, f'frame_{index:03d}.{key}.pickle', dumps(members[key]))
         tar.members.clear()  # A TarFile lists every member it wrote: memory would grow per frame.
         count = index + 1
+      if not count:  # il-representations' reader needs a frame after the metadata.
+        raise errors.EmptyInputError('no transition to write (episodes of one step)',
+                                     path=out_file_path)
   return count
 
 
