@@ -295,10 +295,59 @@ def test_keymaps():
   assert not atari.synchronous
   cartpole = keymaps.for_environment('gymnasium:CartPole-v1', None)
   assert cartpole.synchronous and cartpole.action([]) is None and cartpole.action(['right']) == 1
-  procgen = keymaps.KeyMap(((frozenset({'left'}), 1), (frozenset({'left', 'up'}), 2)), 4)
-  assert procgen.action(['left', 'up', 'space']) == 2 and procgen.action(['down']) == 4
+  combos = keymaps.KeyMap(((frozenset({'left'}), 1), (frozenset({'left', 'up'}), 2)), 4)
+  assert combos.action(['left', 'up', 'space']) == 2 and combos.action(['down']) == 4
+  procgen = keymaps.for_environment('procgen:coinrun', None)  # procgen's own combos.
+  assert procgen.action([]) == 4 and procgen.action(['left', 'up']) == 2
+  assert procgen.action(['right']) == 7 and procgen.action(['space']) == 9
+  from dm_env import specs  # pylint: disable=g-import-not-at-top
+
+  class Continuous:
+    def action_spec(self):
+      return specs.BoundedArray((1,), np.float64, -1.0, 1.0)
+  swingup = keymaps.for_environment('dm_control:cartpole-swingup', Continuous())
+  assert swingup.action([]) == [0.0] and swingup.action(['left']) == [-1.0]
+  assert swingup.action(['right']) == [1.0] and not swingup.synchronous
   declared = keymaps.for_environment('gymnasium:CartPole-v1', None, {
       'bindings': [[['space'], 1], [['down'], 0]], 'synchronous': True})
   assert declared.action(['space']) == 1
   with pytest.raises(errors.SchemaError, match='unknown keys'):
     keymaps.from_json({'bindings': [[['ctrl'], 1]], 'idle_action': 0})
+
+
+def test_asynchronous_atari_steps_with_held_keys(tmp_path):
+  """Breakout steps on its own at the chosen speed; each step's action is the key map's action of
+  the keys held then (NOOP when none), and the recorded keys say which."""
+  pytest.importorskip('ale_py')
+  atari = {'name': 'breakout', 'spec': 'atari:Breakout',
+           'options': {'seed': 0, 'max_episode_steps': 40}}
+
+  async def body():
+    async with h.running(str(tmp_path)) as client:
+      study = await h.make_study(client, [atari], record_frames=False)
+      _, token = await h.enroll(client, study)
+      p = await h.Player.connect(client, study['id'], token)
+      ready = await p.start(study['environments'][0]['id'])
+      assert not ready['keymap']['synchronous'] and ready['has_frames']
+      await p.send(type='speed', fps=60)
+      for keys in (['right'], [], ['space'], ['left', 'up']):
+        await p.send(type='keys', keys=keys)
+        for _ in range(4):
+          await p.until('step')
+      while not p.headers[-1]['last']:
+        await p.until('step')
+      ended = await p.until('ended')
+      await p.send(type='verdict', accept=True)
+      await p.until('saving')
+      await p.ws.close()
+      row = await h.wait_state(client, ended['episode_id'], storage_lib.COMPLETED)
+      return p.headers[1:], row
+  headers, row = run(body())
+  meaning = {'': 0, 'space': 1, 'right': 2, 'left': 3, 'left+up': 3}
+  assert {hd['keys'] for hd in headers} >= {'right', '', 'space', 'left+up'}
+  assert all(hd['action'] == meaning[hd['keys']] for hd in headers)
+  assert len(headers) == 40 and row['ending'] == 'truncated'
+  steps = load_steps(os.path.join(tmp_path, row['dataset']))[row['id']]['steps']
+  np.testing.assert_array_equal(steps['action'][:40], [hd['action'] for hd in headers])
+  assert [k.decode() for k in steps['keys'][:40]] == [hd['keys'] for hd in headers]
+  assert steps['observation'].shape == (41, 210, 160, 3)
