@@ -65,6 +65,8 @@ def __getattr__(name):
     return getattr(_importlib.import_module(_LAZY[name]), name)
   if name in _LAZY_MODULES:
     return _importlib.import_module(_LAZY_MODULES[name])
+  if (_pathlib.Path(__file__).parent / name / '__init__.py').exists():  # rlds_suite.tfds, .core, ...
+    return _importlib.import_module(f'{__name__}.{name}')
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
