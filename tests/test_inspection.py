@@ -9,7 +9,7 @@ import pytest
 
 from rlds_suite import cli
 from rlds_suite.core import fields
-from rlds_suite.inspection import frames
+from rlds_suite.inspection import rendering
 from rlds_suite.inspection import statistics
 from rlds_suite.tfds import datasets
 
@@ -45,26 +45,26 @@ def test_show_gif_has_one_annotated_frame_per_step(magical, tmp_path, capsys):
   gif = Image.open(out)
   assert gif.n_frames == summary['frames'] == len(steps[fields.IS_FIRST])
   # Both 96x96 views (allo, ego) scaled to at least 168 px high, side by side, with a caption.
-  assert gif.size[0] >= 2 * frames.MIN_HEIGHT and gif.size[1] > frames.MIN_HEIGHT
+  assert gif.size[0] >= 2 * rendering.MIN_HEIGHT and gif.size[1] > rendering.MIN_HEIGHT
 
 
 def test_rendered_frame_shows_the_observation_and_the_step(magical):
   steps = _episodes(magical)[0][fields.STEPS]
-  rendered = frames.render_episode(steps)
+  rendered = rendering.render_episode(steps)
   allo = steps[fields.OBSERVATION]['allo'][1]
-  scale = -(-frames.MIN_HEIGHT // allo.shape[0])
+  scale = -(-rendering.MIN_HEIGHT // allo.shape[0])
   np.testing.assert_array_equal(rendered[1][:allo.shape[0] * scale:scale, :allo.shape[1] * scale:scale],
                                 allo)
-  assert frames.caption(steps, 0)[0].startswith(f'step 0/{len(steps[fields.IS_FIRST]) - 1}  is_first')
+  assert rendering.caption(steps, 0)[0].startswith(f'step 0/{len(steps[fields.IS_FIRST]) - 1}  is_first')
 
 
 def test_mp4_and_contact_sheet(magical, tmp_path):
   import imageio.v2 as imageio  # pylint: disable=g-import-not-at-top
   steps = _episodes(magical)[0][fields.STEPS]
-  rendered = frames.render_episode(steps)
-  frames.write_animation(rendered, str(tmp_path / 'e.mp4'))
+  rendered = rendering.render_episode(steps)
+  rendering.write_animation(rendered, str(tmp_path / 'e.mp4'))
   assert imageio.get_reader(str(tmp_path / 'e.mp4')).count_frames() == len(rendered)
-  frames.write_animation(rendered, str(tmp_path / 'e.png'))
+  rendering.write_animation(rendered, str(tmp_path / 'e.png'))
   assert Image.open(tmp_path / 'e.png').size[1] == rendered[0].shape[0] * -(-len(rendered) // 8)
 
 

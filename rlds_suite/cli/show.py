@@ -28,7 +28,7 @@ def run(args) -> int:
   from rlds_suite.core import errors
   from rlds_suite.core import fields
   from rlds_suite.core import nested
-  from rlds_suite.inspection import frames
+  from rlds_suite.inspection import rendering
   from rlds_suite.inspection import plots
   from rlds_suite.tfds import datasets
   # pylint: enable=g-import-not-at-top
@@ -37,12 +37,12 @@ def run(args) -> int:
   if not chosen:
     raise errors.SchemaError(f'has no episode {args.episode}', path=args.source)
   first = chosen[0][fields.STEPS]
-  has_images = bool(frames.image_paths(nested.row(first[fields.OBSERVATION], 0)))
+  has_images = bool(rendering.image_paths(nested.row(first[fields.OBSERVATION], 0)))
   name = os.path.basename(os.path.normpath(args.source)).replace('/', '_')
   out = args.out or f'{name}_episode{args.episode}.{"gif" if has_images else "png"}'
   if has_images:
-    rendered = frames.render_episode(first)
-    frames.write_animation(rendered, out, fps=args.fps)
+    rendered = rendering.render_episode(first)
+    rendering.write_animation(rendered, out, fps=args.fps)
     summary = {'out': out, 'episode': args.episode, 'frames': len(rendered),
                'size': list(rendered[0].shape[:2])}
   else:
