@@ -35,6 +35,22 @@ def config_for(data_type: str, layout: tasks.TaskLayout) -> ShardsConfig:
       description=f'il-representations processed {data_type} of {layout.benchmark} {layout.task}.')
 
 
+def configs_found(root: pathlib.Path) -> list[ShardsConfig]:
+  """A config for every processed/<type>/<benchmark>/<task>/ directory holding shards below
+  `root` (or root/data): the declared layout where there is one, else the one the first shard's
+  metadata describes. Build one with tfds.builder('ilr_shards', config=...)."""
+  root = pathlib.Path(root)
+  configs = {}
+  for base in (root / 'processed', root / 'data' / 'processed'):
+    for directory in sorted(base.glob('*/*/*')):
+      shards = sorted(directory.glob('*.tar.zst'))
+      data_type, benchmark, task = directory.parts[-3:]
+      if shards and (data_type, benchmark, task) not in configs:
+        layout = tasks.layout(benchmark, task) or il_representations.layout_of(shards[0])
+        configs[(data_type, benchmark, task)] = config_for(data_type, layout)
+  return list(configs.values())
+
+
 def shard_paths(root: pathlib.Path, config: ShardsConfig) -> list[pathlib.Path]:
   """The config's shards below `root/processed/...` or `root/data/processed/...` (il-representations'
   data_root layout)."""

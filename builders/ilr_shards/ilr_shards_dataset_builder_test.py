@@ -122,3 +122,29 @@ def test_bad_input_is_named_and_leaves_no_dataset(tmp_path):
 
 if __name__ == '__main__':
   tfds.testing.test_main()
+
+
+def test_configs_found_for_undeclared_tasks(tmp_path):
+  """A task il_representations_tasks does not declare gets its layout from its shard's metadata."""
+  from rlds_suite.exports import il_representations as export  # pylint: disable=g-import-not-at-top
+  root = tmp_path / 'root'
+  shutil.copytree(DUMMY / 'processed', root / 'data' / 'processed')
+  env_cfg = {'benchmark_name': 'atari', 'task_name': 'SpaceInvadersNoFrameskip-v4'}
+  meta = {'env_cfg': env_cfg, 'action_space': export.discrete_space(6),
+          'observation_space': export.box_space(np.zeros((4, 84, 84), np.uint8),
+                                                np.full((4, 84, 84), 255, np.uint8)),
+          'color_space': export.color_space('GRAY')}
+  frames = [{'obs': np.full((4, 84, 84), t, np.uint8), 'next_obs': np.full((4, 84, 84), t + 1, np.uint8),
+             'acts': np.int64(t), 'dones': np.bool_(t == 2)} for t in range(3)]
+  export.write_frames(root / 'data/processed/random/atari/SpaceInvadersNoFrameskip-v4/a.tar.zst',
+                      meta, frames)
+  configs = {c.name: c for c in ilr_shards_dataset_builder.configs_found(root)}
+  assert sorted(configs) == ['demos-atari-PongNoFrameskip-v4', 'demos-dm_control-reacher-easy',
+                             'demos-procgen-coinrun', 'random-atari-SpaceInvadersNoFrameskip-v4']
+  found = configs['random-atari-SpaceInvadersNoFrameskip-v4'].layout
+  assert (found.observation_shape, found.num_actions, found.color_space) == ((4, 84, 84), 6, 'GRAY')
+  builder = datasets.build('ilr_shards', manual_dir=str(root), data_dir=str(tmp_path / 'data'),
+                           config=configs['random-atari-SpaceInvadersNoFrameskip-v4'])
+  (episode,) = datasets.numpy_episodes(builder.as_dataset(split='train'))
+  np.testing.assert_array_equal(episode[fields.STEPS][fields.ACTION], [0, 1, 2, 0])
+  assert episode[fields.STEPS][fields.IS_TERMINAL][-1]

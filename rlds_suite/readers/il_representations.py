@@ -43,6 +43,7 @@ from rlds_suite.core import errors
 from rlds_suite.core import nested
 from rlds_suite.core import safe_pickle
 from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, FinalObservation, Trajectory
+from rlds_suite.readers import il_representations_tasks as tasks
 
 METADATA_MEMBER = '_metadata.meta.pickle'
 REQUIRED_KEYS = ('obs', 'next_obs', 'acts', 'dones')
@@ -230,6 +231,34 @@ def _trajectory(rows: list[dict[str, Any]], keys: Sequence[str], semantics: 'Sha
   if discounts is not None:
     trajectory = dataclasses.replace(trajectory, discounts=discounts)
   return trajectory
+
+
+def layout_of(path: errors.PathLike) -> tasks.TaskLayout:
+  """The TaskLayout a shard's own metadata and first frame describe, for tasks not declared in
+  il_representations_tasks: observation shape, action space, colour space, preprocessing keys."""
+  shard = open_shard(path)
+  with errors.located(path):
+    env_cfg = dict(shard.metadata.get('env_cfg', {}))
+    benchmark, task = env_cfg.get('benchmark_name'), env_cfg.get('task_name')
+    observation_space = shard.metadata.get('observation_space')
+    action_space = shard.metadata.get('action_space')
+    for name, space in (('observation_space', observation_space), ('action_space', action_space)):
+      if not isinstance(space, safe_pickle.SpaceStandIn):
+        raise errors.SchemaError(f'expected a gym space, got {type(space).__name__}', field=name)
+    if action_space.kind == 'Discrete':
+      actions = {'num_actions': int(action_space.state['n'])}
+    elif action_space.kind == 'Box' and len(action_space.state.get('shape') or ()) == 1:
+      actions = {'action_dim': int(action_space.state['shape'][0])}
+    else:
+      raise errors.SchemaError(f'unsupported action space {action_space!r}', field='action_space')
+    first = next(iter(shard.trajectories))
+    return tasks.TaskLayout(
+        benchmark=str(benchmark), task=str(task),
+        observation_shape=tuple(int(d) for d in observation_space.state['shape']),
+        color_space=str(shard.metadata.get('color_space', 'RGB')),
+        preprocessing={k: v for k, v in env_cfg.items()
+                       if k in tasks.PREPROCESSING_KEYS.get(str(benchmark), ())},
+        has_internal_state=INTERNAL_STATE in first.step_metadata, **actions)
 
 
 def semantics_of(env_cfg: Mapping[str, Any]) -> ShardSemantics:

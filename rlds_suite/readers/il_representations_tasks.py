@@ -15,6 +15,9 @@ import numpy as np
 
 ATARI, DM_CONTROL, PROCGEN = 'atari', 'dm_control', 'procgen'
 
+# env_cfg keys that change what a shard's frames hold, per benchmark.
+PREPROCESSING_KEYS = {DM_CONTROL: ('dm_control_frame_stack',), PROCGEN: ('procgen_frame_stack',)}
+
 
 @dataclasses.dataclass(frozen=True)
 class TaskLayout:
