@@ -1,6 +1,7 @@
 """ilr_atari_demos over dummy_data (tests/fixtures/write_ilr_atari.py) and the real Pong demos."""
 
 import pathlib
+import shutil
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -56,6 +57,18 @@ class IlrAtariDemosValuesTest(tfds.testing.TestCase):
     for episode in (first, second, third):
       self.assertFalse(episode['has_rewards'])
       np.testing.assert_array_equal(episode[fields.STEPS][fields.REWARD], 0)
+
+  def test_any_noframeskip_game_by_a_manual_config(self):
+    manual_dir = pathlib.Path(self.tmp_dir) / 'seaquest_demos'
+    manual_dir.mkdir()
+    shutil.copy(pathlib.Path(__file__).parent / 'dummy_data' / 'pong.npz',
+                manual_dir / 'SeaquestNoFrameskip-v4_rollouts.npz')
+    config = ilr_atari_demos_dataset_builder.config_for('SeaquestNoFrameskip-v4')
+    builder = ilr_atari_demos_dataset_builder.Builder(config=config, data_dir=self.tmp_dir)
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
+    self.assertEqual(builder.info.full_name, 'ilr_atari_demos/seaquest/1.0.0')
+    self.assertEqual(builder.info.splits['train'].num_examples, 3)
 
   def test_real_pong_demos(self):
     path = REAL_DATA / 'atari-pong.npz'

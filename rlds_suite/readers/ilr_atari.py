@@ -18,6 +18,7 @@ the restricted unpickler: memory holds one trajectory, whatever the file's size.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import pathlib
@@ -73,15 +74,11 @@ def read_trajectories(path: errors.PathLike) -> Iterator[Trajectory]:
   path = pathlib.Path(path)
   count = _member_length(path)
   read = 0
-  try:
-    for index, item in enumerate(pickle_stream.iter_list_items(lambda: _open_member(path),
-                                                               source=str(path))):
-      read += 1
-      with errors.located(path):
-        yield from _episodes(index, item, path.name)
-  except (zipfile.BadZipFile, zlib.error, EOFError) as e:
-    raise errors.CorruptFileError(f'damaged or truncated zip (npz) archive: {e}', path=path,
-                                  field=MEMBER) from e
+  for index, item in enumerate(pickle_stream.iter_list_items(lambda: _data(path),
+                                                             source=str(path))):
+    read += 1
+    with errors.located(path):
+      yield from _episodes(index, item, path.name)
   if read != count:
     raise errors.SchemaError(f'expected {count} trajectories (the array header), read {read}',
                              path=path, field=MEMBER)
@@ -117,7 +114,7 @@ def _stack(values: Any, row_shape: tuple[int, ...], dtype: Any, field: str) -> n
 def _member_length(path: pathlib.Path) -> int:
   """The number of trajectories in `arr_0`, from its .npy header; SchemaError when it is missing
   or not a 1-D object array."""
-  with _open_member(path, header=True) as (_, shape, dtype):
+  with _member(path) as (_, shape, dtype):
     pass
   if not dtype.hasobject or len(shape) != 1:
     raise errors.SchemaError(f'expected a 1-D object array of trajectory dicts, got '
@@ -125,29 +122,27 @@ def _member_length(path: pathlib.Path) -> int:
   return shape[0]
 
 
-class _open_member:  # pylint: disable=invalid-name
-  """Opens `arr_0.npy` in the archive, positioned after its header (context manager)."""
-
-  def __init__(self, path: pathlib.Path, header: bool = False):
-    self._path, self._header = path, header
-
-  def __enter__(self):
-    try:
-      self._archive = zipfile.ZipFile(self._path)
-      names = self._archive.namelist()
+@contextlib.contextmanager
+def _member(path: pathlib.Path) -> Iterator[tuple[IO[bytes], tuple[int, ...], np.dtype]]:
+  """`arr_0.npy` in the archive, positioned after its header: (file, shape, dtype). Damaged zip or
+  deflate data, here or while the caller reads, raises CorruptFileError."""
+  try:
+    with zipfile.ZipFile(path) as archive:
+      names = archive.namelist()
       if f'{MEMBER}.npy' not in names:
-        raise errors.SchemaError(f'missing member {MEMBER!r} (has {sorted(names)})',
-                                 path=self._path, field=MEMBER)
-      self._file = self._archive.open(f'{MEMBER}.npy')
-      shape, dtype = _read_header(self._file, self._path)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
-      raise errors.CorruptFileError(f'damaged or truncated zip (npz) archive: {e}',
-                                    path=self._path, field=MEMBER) from e
-    return (self._file, shape, dtype) if self._header else self._file
+        raise errors.SchemaError(f'missing member {MEMBER!r} (has {sorted(names)})', path=path,
+                                 field=MEMBER)
+      with archive.open(f'{MEMBER}.npy') as f:
+        yield (f, *_read_header(f, path))
+  except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
+    raise errors.CorruptFileError(f'damaged or truncated zip (npz) archive: {e}', path=path,
+                                  field=MEMBER) from e
 
-  def __exit__(self, *exc):
-    self._file.close()
-    self._archive.close()
+
+@contextlib.contextmanager
+def _data(path: pathlib.Path) -> Iterator[IO[bytes]]:
+  with _member(path) as (f, _, _):
+    yield f
 
 
 def _read_header(f: IO[bytes], path: pathlib.Path) -> tuple[tuple[int, ...], np.dtype]:
