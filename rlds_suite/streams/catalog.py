@@ -30,6 +30,7 @@ import os
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from rlds_suite.core import errors
+from rlds_suite.readers import il_representations_tasks
 
 DEMOS = 'demos'
 RANDOM = 'random'
@@ -40,11 +41,11 @@ TASK_NAME = 'task_name'
 # The env_cfg an entry without one refers to, as in il-representations' env_cfg ingredient.
 DEFAULT_ENV_CFG: Mapping[str, Any] = {BENCHMARK_NAME: 'magical', TASK_NAME: 'MoveToRegion'}
 
-# env_cfg keys that change what a dataset holds, per benchmark (il-representations' env_cfg).
+# env_cfg keys that change what a dataset holds, per benchmark (il-representations' env_cfg): the
+# frame stacks of its shards, and MAGICAL's preprocessor.
 PREPROCESSING_KEYS: Mapping[str, tuple[str, ...]] = {
+    **il_representations_tasks.PREPROCESSING_KEYS,
     'magical': ('magical_preproc', 'magical_remove_null_actions'),
-    'dm_control': ('dm_control_frame_stack',),
-    'procgen': ('procgen_frame_stack',),
 }
 
 # Where recorded random rollouts live unless a Catalog is given another directory.
