@@ -351,3 +351,68 @@ def test_asynchronous_atari_steps_with_held_keys(tmp_path):
   np.testing.assert_array_equal(steps['action'][:40], [hd['action'] for hd in headers])
   assert [k.decode() for k in steps['keys'][:40]] == [hd['keys'] for hd in headers]
   assert steps['observation'].shape == (41, 210, 160, 3)
+
+
+def test_killed_server_keeps_completed_episodes(tmp_path):
+  """A real `rlds-suite creator` process killed with SIGKILL mid-episode: restarted, it still has
+  the completed episode (downloadable) and marks the one in flight ABANDONED."""
+  import signal  # pylint: disable=g-import-not-at-top
+  import socket  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  import aiohttp  # pylint: disable=g-import-not-at-top
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  url = f'http://127.0.0.1:{port}'
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'rlds_suite', 'creator', '--port', str(port), '--data_dir',
+       str(tmp_path), '--token', h.TOKEN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  try:
+    async def play():
+      async with aiohttp.ClientSession() as session:
+        for _ in range(600):
+          try:
+            await session.get(f'{url}/')
+            break
+          except aiohttp.ClientConnectionError:
+            await asyncio.sleep(0.2)
+        study = await (await session.post(f'{url}/api/studies', headers=h.designer(), json={
+            'name': 'crash', 'environments': [h.CARTPOLE], 'active': True})).json()
+        async with session.ws_connect(f'{url}/ws/play/{study["id"]}') as ws:
+          p = h.Player(ws)
+          await p.send(type='hello', token=h.TOKEN)
+          await p.start(study['environments'][0]['id'])
+          await p.play_synchronous([LEFT] * 20)
+          done = (await p.until('ended'))['episode_id']
+          await p.send(type='verdict', accept=True)
+          await p.until('saving')
+          for _ in range(600):
+            row = await (await session.get(f'{url}/api/episodes/{done}',
+                                           headers=h.designer())).json()
+            if row['state'] == storage_lib.COMPLETED:
+              break
+            await asyncio.sleep(0.1)
+          await p.send(type='new')
+          await p.until('step')
+          await p.step(RIGHT)
+          rows = await (await session.get(f'{url}/api/episodes', headers=h.designer())).json()
+          process.send_signal(signal.SIGKILL)
+          return study, done, [r['id'] for r in rows if r['id'] != done]
+    study, done, (in_flight,) = run(play())
+    process.wait(30)
+  finally:
+    process.kill()
+    process.wait(30)
+
+  async def restarted():
+    async with h.running(str(tmp_path)) as client:
+      rows = {r['id']: r for r in await (await client.get(
+          '/api/episodes', headers=h.designer())).json()}
+      response = await client.post('/api/download', headers=h.designer(), json={
+          'study_id': study['id'], 'format': 'directory'})
+      return rows, (await response.json())['episodes']
+  rows, downloaded = run(restarted())
+  assert rows[done]['state'] == storage_lib.COMPLETED and rows[done]['stored']
+  assert rows[in_flight]['state'] == storage_lib.ABANDONED and not rows[in_flight]['stored']
+  assert downloaded == [done]

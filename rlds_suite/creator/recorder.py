@@ -148,8 +148,15 @@ class _DatasetThread(threading.Thread):
     return self._writer
 
 
-def stored_episode_ids(directory: str) -> set[str]:
-  """Ids of the episodes a dataset directory holds durably (none if it has no shards yet)."""
+def stored_episode_ids(directory: str, salvage: bool = False) -> set[str]:
+  """Ids of the episodes a dataset directory holds durably (none if it has no shards yet). With
+  `salvage` (a restart), what a killed writer flushed into its unfinished shard is recovered first
+  (`rlds_suite.recording.recovery`), so those episodes count too."""
+  if salvage and os.path.isdir(directory):
+    from rlds_suite.recording import recovery  # pylint: disable=g-import-not-at-top
+    report = recovery.recover(directory)
+    if getattr(report, 'changed', False):
+      _log.warning('recovered an interrupted recording in %s: %s', directory, report)
   return {episode_id for episode_id, _ in _episodes(directory, None, ids_only=True)}
 
 

@@ -92,7 +92,7 @@ def reconcile(db: storage_lib.Storage, data_dir: str) -> dict[str, int]:
   """Marks what the datasets hold as stored, and unfinished episodes without steps ABANDONED."""
   stored: set[str] = set()
   for dataset in {r['dataset'] for r in db.episodes(None)}:
-    stored |= recorder_lib.stored_episode_ids(os.path.join(data_dir, dataset))
+    stored |= recorder_lib.stored_episode_ids(os.path.join(data_dir, dataset), salvage=True)
   return db.reconcile(stored)
 
 
