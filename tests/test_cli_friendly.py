@@ -143,3 +143,24 @@ with envlogger.EnvLogger(env, data_directory={str(logs)!r}) as logged:
   (line,) = result.stderr.strip().splitlines()
   assert line.startswith(f'error: CorruptFileError: {logs}: corrupt or truncated Riegeli log')
   assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('command', ['validate', 'stats', 'show'])
+def test_corrupt_shard_is_named(command, tmp_path, capsys):
+  import shutil  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  builder = datasets.build('imitation_rollouts/cartpole',
+                           manual_dir=os.path.join(repo, 'rlds_suite', 'sample_data', 'imitation'),
+                           data_dir=str(tmp_path / 'data'))
+  directory = tmp_path / 'copy'
+  shutil.copytree(str(builder.data_dir), directory)
+  shard = sorted(directory.glob('*.tfrecord*'))[0]
+  shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
+  # show reads only the episode asked for: one past the truncation.
+  argv = [command, str(directory)] + (['--episode', '50', '--out', str(tmp_path / 'x.png')]
+                                      if command == 'show' else [])
+  assert cli.main(argv) == 2
+  err = capsys.readouterr().err.strip().splitlines()[-1]
+  assert err.startswith(f'error: CorruptFileError: {shard}: corrupt TFRecord shard of '
+                        'imitation_rollouts/cartpole/1.0.0: truncated record at '), err

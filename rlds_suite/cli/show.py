@@ -32,8 +32,8 @@ def run(args) -> int:
   from rlds_suite.inspection import plots
   from rlds_suite.tfds import datasets
   # pylint: enable=g-import-not-at-top
-  dataset = datasets.episodes(args.source, split=args.split, data_dir=args.data_dir)
-  chosen = list(datasets.numpy_episodes(dataset.skip(args.episode).take(max(args.episodes, 1))))
+  chosen = list(datasets.read_episodes(args.source, split=args.split, data_dir=args.data_dir,
+                                       skip=args.episode, take=max(args.episodes, 1)))
   if not chosen:
     raise errors.SchemaError(f'has no episode {args.episode}', path=args.source)
   first = chosen[0][fields.STEPS]

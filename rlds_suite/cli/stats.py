@@ -22,8 +22,8 @@ def run(args) -> int:
   from rlds_suite.inspection import statistics
   from rlds_suite.tfds import datasets
   # pylint: enable=g-import-not-at-top
-  stats = statistics.compute(datasets.numpy_episodes(
-      datasets.episodes(args.source, split=args.split, data_dir=args.data_dir)))
+  stats = statistics.compute(
+      datasets.read_episodes(args.source, split=args.split, data_dir=args.data_dir))
   if args.json:
     print(json.dumps({'episodes': stats.episodes, 'steps': stats.steps,
                       'terminated': stats.terminated, 'truncated': stats.truncated,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
 import tensorflow as tf
@@ -13,6 +14,7 @@ from rlds_suite.core import fields
 from rlds_suite.core import nested
 from rlds_suite.core import validation
 from rlds_suite.core.episodes import Episode
+from rlds_suite.tfds import beam
 from rlds_suite.tfds import registry
 
 Source = Union[str, os.PathLike, tfds.core.DatasetBuilder]
@@ -62,8 +64,8 @@ def build(name: str, manual_dir: Optional[str] = None, data_dir: Optional[str] =
     # TFDS itself stops on an empty manual_dir with a bare AssertionError.
     raise errors.EmptyInputError('manual_dir is missing or empty', path=manual_dir)
   builder = tfds.builder(name, data_dir=data_dir, **builder_kwargs)
-  builder.download_and_prepare(
-      download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+  # Beam builders (dqn_replay, rlu_*) get DirectRunner options: TFDS asks on stdin without them.
+  builder.download_and_prepare(download_config=beam.download_config(manual_dir))
   return builder
 
 
@@ -123,5 +125,45 @@ def validate(source: Union[Source, tf.data.Dataset, Iterable[Episode | Mapping[s
   if isinstance(source, (str, os.PathLike, tfds.core.DatasetBuilder)):
     builder = load_builder(source, data_dir)
     name = builder.info.full_name
-    return validation.validate_episodes(numpy_episodes(episodes(builder, split)), name=name)
+    return validation.validate_episodes(read_episodes(builder, split), name=name)
   return validation.validate_episodes(source)
+
+
+def read_episodes(source: Source, split: Optional[str] = None, data_dir: Optional[str] = None,
+                  skip: int = 0, take: Optional[int] = None) -> Iterator[dict[str, Any]]:
+  """`numpy_episodes` of a dataset's episodes (`skip` first, at most `take`); a corrupt or
+  truncated shard raises CorruptFileError naming it (TF's DataLossError names no file)."""
+  builder = load_builder(source, data_dir)
+  dataset = episodes(builder, split).skip(skip)
+  if take is not None:
+    dataset = dataset.take(take)
+  try:
+    yield from numpy_episodes(dataset)
+  except tf.errors.DataLossError as e:
+    splits = [split] if split else list(builder.info.splits.keys())
+    files = [os.fspath(path) for name in splits for path in builder.info.splits[name].filepaths]
+    located = locate_corrupt_file(files)
+    if located is None:
+      raise errors.CorruptFileError(f'a TFRecord shard is corrupt: {e.message.splitlines()[0]}',
+                                    path=builder.info.full_name) from None
+    raise errors.CorruptFileError(f'corrupt TFRecord shard of {builder.info.full_name}: '
+                                  f'{located[1]}', path=located[0]) from None
+
+
+def locate_corrupt_file(files: Iterable[str], compression_type: Optional[str] = None,
+                        buffer_size: Optional[int] = None) -> Optional[tuple[str, str]]:
+  """(file, problem) of the first of `files` whose TFRecord frames do not all read back, or None."""
+  for path in dict.fromkeys(files):
+    try:
+      tf.data.TFRecordDataset(path, compression_type=compression_type,
+                              buffer_size=buffer_size).reduce(
+                                  tf.constant(0, tf.int64), lambda count, _: count + 1)
+    except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+      return path, _op_error_text(e)
+  return None
+
+
+def _op_error_text(error: tf.errors.OpError) -> str:
+  """A TensorFlow error's own words, without its function-node prefix and op suffix."""
+  text = re.sub(r'\{\{.*?\}\}\s*', '', error.message.splitlines()[0])
+  return text.split(' [Op:')[0].strip()
