@@ -1,58 +1,52 @@
 """Stream throughput and memory: the naive RLDS recipe, the raw TFRecord read rate, our streams.
 
-    python benchmarks/stream.py            # 1M-step D4RL-like dataset, images, 10x copy: ~10 min
-    python benchmarks/stream.py --quick    # small datasets, about six minutes
+    python benchmarks/stream.py            # 1M-step D4RL-like dataset, images, 10x copy
+    python benchmarks/stream.py --quick    # small datasets, a few minutes
 
 Datasets (written once under --work_dir): a D4RL-like dataset (obs float32[17], action float32[6],
-1000-step episodes), an image dataset and, for memory, the first's episodes in SHARDS files and a
-10x larger copy (those files repeated; metadata by tfds.folder_dataset.write_metadata).
+1000-step episodes), an image dataset (observation uint8[84, 84, 4], ZLIB-encoded: what
+rlds_suite.tfds.features.tensor writes for frame stacks) and, for memory, the first's episodes in
+SHARDS files and a 10x larger copy (those files repeated; metadata by
+tfds.folder_dataset.write_metadata).
 
-Rates are steps per second of the same files, read in graph by a tf.function loop (pipeline
-capacity) and in a Python loop (what a training loop sees), in steady state: after a warm-up on
-the same iterator, each rate reads for at least --seconds and at least 4x what it buffers ahead,
-and divides all its steps by all its time. Every rate is measured --rounds times, interleaved;
-targets are judged on the median ratio of the rounds, and the spread is printed. The naive recipe
-reads without TFDS's autocache (which holds datasets under 250 MiB in memory after one pass): here
-everything reads the files on every pass, as our stream must to keep its memory flat.
-"in_memory_batches" hands out copies of one of our batches already in memory, prefetched, in the
-same loop: no stream of 256-step batches can be faster there, so where it is below 0.5x of the raw
-read (which hands out one 1000-step episode per element) that target is out of reach by
-construction.
+Rates are steps per second of the same files in steady state: after a warm-up on the same
+iterator, each rate reads for at least --seconds and at least 4x what it buffers ahead, and
+divides all its steps by all its time. "ours" is `streams.as_numpy(stream)` in a Python loop (what
+a JAX/PyTorch loop sees); "graph" rates run a tf.function loop (ours: the tf.data exit,
+`stream.dataset`). "cached" is a stream with cache_dir on its later epochs (the cache is filled
+when the stream is made). "cache_gather_prototype" measures an alternative design, not built:
+blocks gathered straight from the cache's memory maps with one numpy `take` per field (what a
+stream whose units are row indices into the cache would reach; ours copies a block three times:
+episodes read, pieces concatenated, block permuted). The naive recipe
+(`flat_map(steps).shuffle(10_000).batch(256)`) reads without TFDS's autocache, as our stream
+must to keep its memory flat. Every rate is measured --rounds times, interleaved; targets are
+judged on the median ratio of the rounds, the spread is printed, and a ratio over a baseline <= 0
+gets no verdict. Streams run under --memory_budget (1 GiB), the machine being shared.
 
 Peak memory is the peak RSS (VmHWM) of a subprocess reading the same number of batches from each
 dataset, above its TensorFlow baseline; 1x and 10x both have more files than the stream keeps open
 (streams.reading.READ_CYCLE_LENGTH), so only the dataset size differs between them.
 
-The image dataset (observation uint8[84, 84, 4]) is ZLIB-encoded: what rlds_suite.tfds.features.tensor
-writes for frame stacks, so what users read. Measured per frame on 2 loaded cores: ZLIB decodes in
-~200-430 us (tf.io.decode_compressed; Python's zlib is no faster), PNG (a 4-channel image) in
-~440 us though 1.6x smaller, raw bytes in ~3 us but 1.7x larger on disk for this noisy data and
-far larger for real frames. Image streams, ours and the naive recipe alike, are bound by that
-decoding, which the raw read does not do: neither 10x naive nor 0.5x raw is reachable for them.
-
-Measured on 2 cores shared with other work: medians of the rounds, [range over rounds]. The
-raw read runs at 11-18M steps/s; handing out one in-memory 256-step batch costs ~55-210 us in
-graph and ~190-460 us in Python here, so in-memory batches reach only 0.08-0.38x of the raw
-read in graph and 0.05-0.08x in Python.
-                     full (2 rounds)        --quick (two runs of 3 rounds)
-  d4rl graph  naive  20.8x [16.0..25.5]     12.6x, 18.0x [9.0..39.9]
-              raw     0.18x [0.17..0.18]     0.08x, 0.15x [0.08..0.16]
-        3-mix naive  17.5x [14.5..20.5]     23.5x, 22.2x [7.3..105]
-  d4rl python naive   9.2x [8.5..10.0]       9.7x, 7.7x [5.8..12.9]
-              raw     0.07x [0.06..0.08]     0.06x, 0.06x [0.05..0.07]
-        3-mix naive   8.6x [8.1..9.1]       10.9x, 8.7x [7.7..11.3]
-  images      naive   1.2x, 1.7x (graph, python)   1.2-2.4x [0.9..2.5]
-              raw     0.15x                  0.07-0.15x [0.07..0.17]
-In a Python loop ours runs at 0.8-1.1x of the in-memory batches (full: 1.07x): the loop is the
-bound, and in-memory/naive is 6-12x. Images run at 0.7-1.0x of decoding alone. So 0.5x raw is
-out of reach for any batch-256 stream on this machine, Python-loop 10x naive is at the hand-out
-bound, and images are bound by ZLIB decoding. Memory: 49 vs 51 MiB (full, 1x vs 10x), 26-30 vs
-26-31 MiB (quick); images ~1.8-2.6 GB (`Shuffle.units` frames per block). Before the rates were
-time-based, the raw read was timed over 40 episodes in --quick (2-6M steps/s), which made ours/raw
-look like 0.2-1.0x.
-After map fusion in the stream (one --quick run of 3 rounds): d4rl graph naive 16.0x [10.7..17.8],
-raw 0.19x [0.10..0.20], 3-mix naive 15.8x; python naive 7.2x [6.1..7.9], raw 0.07x, 3-mix 7.7x;
-images 1.8x naive, 0.12-0.14x raw: within the spread above (the naive recipe ran faster this time).
+Measured (--quick, 2 rounds, 2 vCPUs shared with ~8 other engineers' test runs: load average 8-11,
+so the raw read ran at 2.5-3.1M steps/s where it runs at 11-18M on a quiet machine), median
+[min..max] of the rounds:
+  d4rl  ours/raw_read     0.37x [0.24..0.49]  (target 0.5x: not met)
+        ours/naive       27.4x  [9.9..44.9]   (target 10x: met)
+        cached/raw_read   0.44x [0.42..0.45]  (target 0.8x: not met); cached/ours 1.35x
+        prototype/raw     1.26x [1.13..1.39]  (one gather from the memory maps)
+        3-mix/raw_read    0.96x [0.57..1.36]; graph ours/naive 15.7x, ours/raw 0.27x
+  image ours/naive        0.49x [0.44..0.53]; ours/raw 0.08x (ZLIB decoding: ~500 us a frame here)
+        cached/ours       7.2x  [4.3..10.1]   (target 10x: not met)
+        prototype/ours   22.1x  [13.7..30.5]
+  memory: 36 MiB (1x) vs 38 MiB (10x) above TensorFlow: flat; images 891 MiB (budget 1 GiB).
+What bounds each: the state stream's own work is parsing (one parse_example per ~10 episodes),
+cutting units, concatenating pieces and permuting: three copies of each block plus the parse; the
+cache removes only the parse. The prototype shows that one gather per block from the memory maps
+reaches 1.3x raw for state and 22x the stream for frames: the design that meets the cache targets
+is units as row indices into the cache, gathered once at the exit. The uncached image stream is
+bound by ZLIB decoding (vectorised over an episode, two episodes at a time), below TFDS's per-step
+decoding in this run (0.5x naive; 1.2-1.7x naive with the per-episode design measured earlier on a
+less loaded machine, not re-measured side by side).
 """
 
 from __future__ import annotations
@@ -207,6 +201,28 @@ def _numpy_rate(batches, steps_per_batch: int, seconds: float, min_steps: int = 
   return steps / elapsed
 
 
+def _direct_cache_batches(directory: str, cache_dir: str, block: int):
+  """An alternative design measured, not built: steps gathered straight from the cache's memory
+  maps, one numpy `take` per field and block (random rows), then sliced into batches. It is what a
+  stream whose units are row indices into the cache (one copy per block) would reach; ours copies
+  a block three times (episodes read, pieces concatenated, permuted)."""
+  from rlds_suite.core import fields  # pylint: disable=g-import-not-at-top
+  from rlds_suite.streams import cache, exits, reading  # pylint: disable=g-import-not-at-top
+  from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
+  builder = datasets.load_builder(directory)
+  parser = reading.EpisodeParser(builder, fields.CORE_STEP_FIELDS)
+  columns = cache.open_cache(cache_dir, directory, builder, 'train', parser).columns()
+  num_steps = len(next(iter(columns.values())))
+  rng = np.random.default_rng(0)
+
+  def blocks():
+    while True:
+      rows = rng.integers(0, num_steps, size=block)
+      yield {path: np.take(column, rows, axis=0) for path, column in columns.items()}
+
+  return exits.cut_batches(blocks(), BATCH, drop_remainder=True)
+
+
 def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
   """One round: every rate of both datasets, measured one after the other.
 
@@ -221,9 +237,11 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
     builder = datasets.load_builder(dirs[name])
     episodes = builder.info.splits['train'].num_examples
     files = sorted(str(p) for p in builder.data_path.glob('*.tfrecord*'))
-    ours = streams.stream([dirs[name]], batch_size=BATCH, seed=0)
+    shuffle = streams.Shuffle(memory_budget=args.memory_budget)
+    ours = streams.stream([dirs[name]], batch_size=BATCH, seed=0, shuffle=shuffle)
     cache_dir = os.path.join(args.work_dir, 'cache')
-    cached = streams.stream([dirs[name]], batch_size=BATCH, seed=0, cache_dir=cache_dir)
+    cached = streams.stream([dirs[name]], batch_size=BATCH, seed=0, shuffle=shuffle,
+                            cache_dir=cache_dir)
     block = ours.sizes.block_units
     # Our stream reads ahead into its episode buffer and blocks: time at least 4x that.
     buffered = min(ours.sizes.datasets[0].episodes, episodes) * args.steps + 2 * block
@@ -251,16 +269,19 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
         'cached': _numpy_rate(streams.as_numpy(cached), BATCH, seconds, min_steps=4 * block,
                               warmup=block // BATCH),
     }
+    results[name]['cache_gather_prototype'] = _numpy_rate(
+        _direct_cache_batches(dirs[name], cache_dir, block), BATCH, seconds, min_steps=4 * block)
     if name == 'd4rl_like':
-      mix = streams.stream([dirs[name]] * 3, batch_size=BATCH, seed=0)
+      mix = streams.stream([dirs[name]] * 3, batch_size=BATCH, seed=0, shuffle=shuffle)
       results[name]['ours_3_mix'] = _numpy_rate(streams.as_numpy(mix), BATCH, seconds,
                                                 min_steps=4 * buffered, warmup=block // BATCH)
   return results
 
 
-def _peak_rss_mib(directory: str, batches: int) -> dict[str, float]:
+def _peak_rss_mib(directory: str, batches: int, memory_budget: int) -> dict[str, float]:
   out = subprocess.run([sys.executable, __file__, '--child_read', directory, '--max_batches',
-                        str(batches)], capture_output=True, text=True, check=True,
+                        str(batches), '--memory_budget', str(memory_budget)],
+                       capture_output=True, text=True, check=True,
                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
   return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -273,13 +294,14 @@ def _vm_hwm_mib() -> float:
   return int(line.split()[1]) / 1024
 
 
-def _child_read(directory: str, batches: int) -> None:
+def _child_read(directory: str, batches: int, memory_budget: int) -> None:
   import itertools  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rlds_suite import streams  # pylint: disable=g-import-not-at-top
   tf.constant(0)  # Runtime started: the baseline below includes TensorFlow itself.
   baseline = _vm_hwm_mib()
-  stream = streams.stream([directory], batch_size=BATCH, seed=0)
+  stream = streams.stream([directory], batch_size=BATCH, seed=0,
+                          shuffle=streams.Shuffle(memory_budget=memory_budget))
   for _ in itertools.islice(streams.as_numpy(stream), batches):
     pass
   peak = _vm_hwm_mib()
@@ -292,6 +314,8 @@ RATIOS = (
     ('ours/naive', 'ours', 'naive', 10.0),
     ('cached/raw_read', 'cached', 'raw_read', 0.8),
     ('cached/ours', 'cached', 'ours', None),
+    ('cache_gather_prototype/raw_read', 'cache_gather_prototype', 'raw_read', None),
+    ('cache_gather_prototype/ours', 'cache_gather_prototype', 'ours', None),
     ('3-mix/raw_read', 'ours_3_mix', 'raw_read', None),
     ('3-mix/naive', 'ours_3_mix', 'naive', None),
     ('graph: ours/naive', 'ours_tf_graph', 'naive_graph', None),
@@ -340,13 +364,15 @@ def main() -> None:
   parser.add_argument('--rounds', type=int, default=3, help='repeats of every rate, interleaved')
   parser.add_argument('--seconds', type=float, default=None, help='timed seconds per rate')
   parser.add_argument('--max_batches', type=int, default=None, help='batches read for memory')
+  parser.add_argument('--memory_budget', type=int, default=1 << 30,
+                      help="bytes each stream's buffers may take (the machine is shared)")
   parser.add_argument('--child_read', default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
   logging.getLogger('absl').setLevel(logging.ERROR)  # TFDS's deprecation notes.
   logging.getLogger('tensorflow').setLevel(logging.ERROR)  # One drain function per rate retraces.
   if args.child_read:
-    _child_read(args.child_read, args.max_batches)
+    _child_read(args.child_read, args.max_batches, args.memory_budget)
     return
   args.steps = 1000
   episodes, image_episodes = (50, 4) if args.quick else (1000, 20)
@@ -358,7 +384,7 @@ def main() -> None:
   dirs = _write_datasets(work_dir, episodes, image_episodes, args.steps)
   rounds = [_measure(dirs, args) for _ in range(args.rounds)]
   memory_batches = min(episodes * args.steps // BATCH, args.max_batches)
-  memory = {name: _peak_rss_mib(dirs[name], memory_batches)
+  memory = {name: _peak_rss_mib(dirs[name], memory_batches, args.memory_budget)
             for name in ('d4rl_like', 'd4rl_like_sharded', 'd4rl_like_x10', 'image_like')}
   summary = {}
   for name in rounds[0]:
@@ -375,7 +401,7 @@ def main() -> None:
     if name == 'image_like':
       targets.update(IMAGE_TARGETS)
     for ratio, spread in ratios.items():
-      print(f'{name:11s} {ratio:22s} {_verdict(spread, targets[ratio])}')
+      print(f'{name:11s} {ratio:32s} {_verdict(spread, targets[ratio])}')
   print(f'memory: stream peak RSS above TensorFlow baseline '
         f'{memory["d4rl_like_sharded"]["stream"]:.0f} MiB (1x, {SHARDS} files), '
         f'{memory["d4rl_like_x10"]["stream"]:.0f} MiB (10x, {10 * SHARDS} files): growth '

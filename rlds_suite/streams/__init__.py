@@ -1,12 +1,12 @@
-"""Multi-task step streams: dataset_configs -> one shuffled, sharded, mixed tf.data stream.
+"""Multi-task step streams: dataset_configs -> one shuffled, sharded, mixed stream of batches.
 
     from rlds_suite import streams
 
-    streams.register_dataset('random', 'magical', 'MoveToRegion', '/data/random_move_to_region')
-    batches = streams.stream([{}, {'type': 'random'}], unit=streams.Transitions(), batch_size=256,
-                             seed=0, env_cfg={'benchmark_name': 'magical',
-                                              'task_name': 'MoveToRegion'})
-    for batch in streams.as_numpy(batches):  # dicts of numpy arrays with a leading axis of 256
+    streams.register_dataset('random', 'gym', 'CartPole-v1', '/data/cartpole_random')
+    stream = streams.stream([{'type': 'random'}], unit=streams.Transitions(), batch_size=256,
+                            seed=0, env_cfg={'benchmark_name': 'gym', 'task_name': 'CartPole-v1'},
+                            shuffle=streams.Shuffle(memory_budget=1 << 30))
+    for batch in streams.as_numpy(stream):  # dicts of numpy arrays with a leading axis of 256
       ...
 
 Modules: `catalog` (entries -> datasets), `reading` (serialized episodes parsed many at a time,

@@ -35,6 +35,7 @@ GROUPS_IN_FLIGHT = PARSE_PARALLELISM + 2
 # (the last batch handed out is a view into it).
 BLOCKS_IN_FLIGHT = 6
 HEADROOM = 0.15
+_LOG = logging.getLogger(__name__)
 MIB = float(1 << 20)
 
 
@@ -114,7 +115,7 @@ def choose(*, memory_budget: Optional[int], max_episodes: int, max_block_units: 
     group = int(np.clip(share / 2 // max(GROUPS_IN_FLIGHT * cost, 1), 1, GROUP_EPISODES))
     episodes = int(np.clip(share / 2 // max(serialized, 1), 1, max_episodes))
     if GROUPS_IN_FLIGHT * cost > share / 2:
-      logging.warning('one decoded episode with its units (%.0f MiB) exceeds the %.0f MiB the '
+      _LOG.warning('one decoded episode with its units (%.0f MiB) exceeds the %.0f MiB the '
                       'memory budget leaves for parsing; reading one episode at a time',
                       cost / MIB, share / 2 / GROUPS_IN_FLIGHT / MIB)
     datasets.append(DatasetSizes(episodes, group, float(serialized), float(cost)))

@@ -69,12 +69,11 @@ class EpisodeParser:
   def __init__(self, builder: tfds.core.DatasetBuilder, keep: Optional[Sequence[str]] = None):
     step_feature = builder.info.features[fields.STEPS].feature
     names = [k for k in step_feature.keys() if keep is None or k in keep]
-    if fields.IS_FIRST not in names:  # Episode boundaries are read from it.
-      names.append(fields.IS_FIRST)
     self._leaves = {path: feature for name in names
                     for path, feature in _leaf_features(step_feature[name], name).items()}
-    self._serialized = {path: _per_step_info(feature, path, builder)
-                        for path, feature in self._leaves.items()}
+    # Episode boundaries are read from is_first, kept or not.
+    self._serialized = {path: _per_step_info(feature, path, builder) for path, feature in
+                        {**self._leaves, fields.IS_FIRST: step_feature[fields.IS_FIRST]}.items()}
     self._features = {f'{fields.STEPS}/{path}': tf.io.RaggedFeature(
         _wire_dtype(info.dtype), row_splits_dtype=tf.int64)
                       for path, info in self._serialized.items()}
