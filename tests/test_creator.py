@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import os
 import zipfile
 
@@ -15,7 +14,6 @@ import pytest
 import tensorflow_datasets as tfds
 
 from rlds_suite.core import errors
-from rlds_suite.creator import export as export_lib
 from rlds_suite.creator import keymaps
 from rlds_suite.creator import recorder as recorder_lib
 from rlds_suite.creator import storage as storage_lib
@@ -45,7 +43,7 @@ async def _play_one(client, study, token, keys, accept=True):
   steps = await player.play_synchronous(keys)
   ended = await player.until('ended')
   await player.send(type='verdict', accept=accept)
-  saving = await player.until('saving')
+  await player.until('saving')
   await player.ws.close()
   state = storage_lib.COMPLETED if accept else storage_lib.REJECTED
   row = await h.wait_state(client, ended['episode_id'], state)

@@ -17,7 +17,8 @@ def register(subparsers) -> None:
                       help='SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db '
                       '(default: sqlite under --data_dir)')
   parser.add_argument('--token', default=os.environ.get('RLDS_CREATOR_TOKEN'),
-                      help='designer token (default: $RLDS_CREATOR_TOKEN, else generated and printed)')
+                      help='designer token (default: $RLDS_CREATOR_TOKEN, else generated and '
+                      'printed)')
   parser.add_argument('--pause_timeout', type=float, default=300.0,
                       help='seconds a paused episode waits before it is ABANDONED')
   parser.set_defaults(func=run)

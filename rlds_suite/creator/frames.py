@@ -24,7 +24,8 @@ def display_path(env: dm_env.Environment) -> Optional[str]:
   return next((f for f in fields if f.split('/')[0] == 'observation'), None)
 
 
-def frame_of(env: dm_env.Environment, timestep: dm_env.TimeStep, path: Optional[str]) -> Optional[np.ndarray]:
+def frame_of(env: dm_env.Environment, timestep: dm_env.TimeStep,
+             path: Optional[str]) -> Optional[np.ndarray]:
   if path is None:
     return None
   if path == envs.FRAME:
@@ -52,5 +53,6 @@ def encode(frame: np.ndarray, mime: str = JPEG, quality: int = 90) -> bytes:
 
 def describe(observation: Any) -> str:
   """A short text of a state observation, shown when there is no image."""
-  leaves = nested.leaves(observation) if isinstance(observation, (dict, tuple, list)) else [observation]
+  nested_value = isinstance(observation, (dict, tuple, list))
+  leaves = nested.leaves(observation) if nested_value else [observation]
   return ' '.join(np.array2string(np.asarray(v), precision=3, max_line_width=200) for v in leaves)

@@ -1,8 +1,8 @@
 """Which keys a person presses -> which action an environment takes.
 
 Keys are canonical names sent by the page: 'up', 'down', 'left', 'right' (arrows or WASD), 'space'
-(the main action), digits '0'-'9'. Atari takes its bindings from ALE's action meanings and procgen from
-its button combos; a few gymnasium and dm_control environments have bindings written here; a study
+(the main action), digits '0'-'9'. Atari takes its bindings from ALE's action meanings and procgen
+from its button combos; a few gymnasium and dm_control environments have bindings written here; a study
 environment may declare its own (`keymap` in its config), which wins.
 
 Asynchronous environments step at `fps` with the held keys (`idle_action` when none is bound);
@@ -12,7 +12,7 @@ synchronous ones step once per key press and ignore presses that bind to nothing
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional
 
 import dm_env
 import numpy as np

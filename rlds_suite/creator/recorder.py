@@ -21,7 +21,6 @@ from envlogger import step_data
 import numpy as np
 
 from rlds_suite.core import errors
-from rlds_suite.core import fields
 from rlds_suite.tfds import features as features_lib
 
 EPISODE_ID = 'episode_id'

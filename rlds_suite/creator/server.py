@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import io
 import json
 import logging
 import os
@@ -65,7 +64,7 @@ def create_app(data_dir: str, *, designer_token: str, db_url: Optional[str] = No
   app[_REPLAYS] = {}
   app[_CLOSING] = set()
   app.on_cleanup.append(_close)
-  page = functools.partial(_page)
+  page = _page
   app.add_routes([
       web.get('/', page), web.get('/play/{study_id:\\d+}', page),
       web.get('/replay/{episode_id:[0-9a-f]{32}}', page),
@@ -201,7 +200,8 @@ async def _get_study(request: web.Request) -> web.Response:
 
 async def _update_study(request: web.Request) -> web.Response:
   _designer(request)
-  return web.json_response(await _off(_db(request).update_study, int(request.match_info['study_id']),
+  return web.json_response(await _off(_db(request).update_study,
+                                      int(request.match_info['study_id']),
                                                      await _json(request)))
 
 
@@ -360,7 +360,8 @@ async def _download(request: web.Request) -> web.StreamResponse:
       study_id=int(data['study_id']),
       environment_id=int(data['environment_id']) if data.get('environment_id') else None,
       states=tuple(data.get('states') or (storage_lib.COMPLETED,)),
-      tags=tuple(data.get('tags') or ()), player_ids=tuple(int(p) for p in data.get('player_ids') or ()))
+      tags=tuple(data.get('tags') or ()),
+      player_ids=tuple(int(p) for p in data.get('player_ids') or ()))
   unknown = set(selection.states) - set(storage_lib.STATES)
   if unknown:
     raise errors.SchemaError(f'unknown states {sorted(unknown)}', field='states')

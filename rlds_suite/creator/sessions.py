@@ -216,8 +216,7 @@ class PlaySession:
       return  # ENTER during an episode, or before its verdict: ignored.
     episode = _Episode(uuid.uuid4().hex)
     await self._db(self._ctx.db.start_episode, episode.id, self._study['id'], self._env_row['id'],
-                               self._player['id'], os.path.relpath(self._dataset.directory,
-                                                                   self._ctx.data_dir))
+                   self._player['id'], os.path.relpath(self._dataset.directory, self._ctx.data_dir))
     async with self._lock:
       timestep, frame, image = await self._run(self._reset)
       self._episode = episode
@@ -257,8 +256,8 @@ class PlaySession:
       await self._record_and_send(timestep, action, frame, image, received, env_seconds)
       if timestep.last():
         await self._db(self._ctx.db.end_episode, episode.id, state=storage_lib.ENDED,
-                                 num_steps=episode.num_actions + 1, episode_return=episode.total,
-                                 ending=_ending(timestep))
+                       num_steps=episode.num_actions + 1, episode_return=episode.total,
+                       ending=_ending(timestep))
         await self._send_json({'type': 'ended', 'episode_id': episode.id,
                                'ending': _ending(timestep), 'return': episode.total,
                                'steps': episode.num_actions + 1})
@@ -317,12 +316,11 @@ class PlaySession:
       return
     ending = _ending(episode.timesteps[-1]) if episode.ended() else 'cancelled'
     if episode.num_actions < 1:
-      await self._db(self._ctx.db.end_episode, episode.id, state=outcome, num_steps=len(episode.timesteps),
-                               episode_return=0.0, ending=None)
+      await self._db(self._ctx.db.end_episode, episode.id, state=outcome,
+                     num_steps=len(episode.timesteps), episode_return=0.0, ending=None)
       return
     await self._db(self._ctx.db.end_episode, episode.id, state=storage_lib.SAVING, outcome=outcome,
-                             num_steps=episode.num_actions + 1, episode_return=episode.total,
-                             ending=ending)
+                   num_steps=episode.num_actions + 1, episode_return=episode.total, ending=ending)
     self._ctx.recorder.submit(self._dataset, episode.played(self._player['id'],
                                                             self._record_frames))
     if notify:

@@ -33,7 +33,8 @@ _NAME = re.compile(r'^[^\x00-\x1f/\\]{1,100}$')
 
 def check_name(value: Any, field: str) -> str:
   """`value` as a name or label, refusing anything that could act as a path ('../x', 'a/b')."""
-  if not isinstance(value, str) or not _NAME.match(value) or '..' in value or value != value.strip():
+  if (not isinstance(value, str) or not _NAME.match(value) or '..' in value or
+      value != value.strip()):
     raise errors.SchemaError(f'{value!r} is not a valid name (1-100 characters, no "/", "\\" or '
                              f'"..", no surrounding spaces)', field=field)
   return value
