@@ -202,6 +202,13 @@ def reference(name: str, metadata: Optional[Mapping[str, Any]] = None) -> Refere
                     'Atari-57 table')
 
 
+def atari_metadata(game: str) -> dict[str, Any]:
+  """Dataset metadata holding an Atari game's random and human scores (empty for games outside
+  Atari-57, e.g. AirRaid or Pooyan of the DQN Replay Dataset), for builders of Atari datasets."""
+  reference_of_game = ATARI_REFERENCES.get(atari_game(game))
+  return reference_of_game.as_metadata() if reference_of_game else {}
+
+
 def normalize(name: str, returns: Any, metadata: Optional[Mapping[str, Any]] = None) -> np.ndarray:
   """(returns - low) / (high - low) with `reference(name, metadata)`; float64, same shape."""
   return reference(name, metadata).normalize(returns)

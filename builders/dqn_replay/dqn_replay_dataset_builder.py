@@ -10,6 +10,7 @@ from etils import epath
 import tensorflow_datasets as tfds
 
 from rlds_suite.core import episodes
+from rlds_suite import scores
 from rlds_suite.core import errors
 from rlds_suite.readers import dqn_replay
 from rlds_suite.tfds import builder_base
@@ -131,7 +132,8 @@ class Builder(builder_base.RLDSBuilder):
             },
             observation_is_copy=dqn_replay.POLICY.marks_copies),
         metadata=tfds.core.MetadataDict(game=cfg.game, run=cfg.run,
-                                        checkpoints=list(cfg.checkpoints or [])),
+                                        checkpoints=list(cfg.checkpoints or []),
+                                        **scores.atari_metadata(cfg.game)),
         homepage='https://research.google/tools/datasets/dqn-replay/',
     )
 

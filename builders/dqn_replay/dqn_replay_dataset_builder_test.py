@@ -10,6 +10,7 @@ import tree
 import tensorflow_datasets as tfds
 
 import rlds_suite
+from rlds_suite import scores
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.builders.dqn_replay import dqn_replay_dataset_builder as dqn_builder
@@ -71,6 +72,8 @@ class DQNReplayValuesTest(tfds.testing.TestCase):
     builder = self._build('Pong-run1')
     rlds_suite.validate(builder).raise_if_invalid()
     self.assertEqual(builder.info.metadata['game'], 'Pong')
+    # The game's reference scores, found by rlds_suite.scores from the prepared directory.
+    self.assertEqual(scores.directory_reference(builder.data_dir), scores.reference('Pong'))
     episodes = _by_first_frame(builder)
     starts = np.cumsum([0] + [length for length, _ in writer.EPISODES])[:-1]
     self.assertEqual(sorted(episodes), list(starts))

@@ -9,6 +9,7 @@ from typing import Any, Iterator
 import tensorflow_datasets as tfds
 
 from rlds_suite.core import episodes
+from rlds_suite import scores
 from rlds_suite.core import errors
 from rlds_suite.readers import rl_unplugged
 from rlds_suite.tfds import beam as rlds_beam
@@ -76,7 +77,8 @@ class Builder(builder_base.RLDSBuilder):
                     'float32', doc='The sum of clipped rewards.'),
             },
             observation_is_copy=rl_unplugged.ATARI_POLICY.marks_copies),
-        metadata=tfds.core.MetadataDict(game=cfg.game, run=cfg.run),
+        metadata=tfds.core.MetadataDict(game=cfg.game, run=cfg.run,
+                                        **scores.atari_metadata(cfg.game)),
         homepage='https://github.com/deepmind/deepmind-research/tree/master/rl_unplugged',
     )
 

@@ -7,9 +7,12 @@ for Dataflow, Flink and Spark.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 import tensorflow_datasets as tfds
+
+import rlds_suite
 
 
 def direct_runner_options(num_workers: int = 2) -> Any:
@@ -23,9 +26,10 @@ def direct_runner_options(num_workers: int = 2) -> Any:
 
 def download_config(manual_dir: Optional[str] = None, num_workers: int = 2,
                     **kwargs: Any) -> tfds.download.DownloadConfig:
-  """A DownloadConfig that always carries Beam runner options (ignored by non-Beam builders)."""
-  return tfds.download.DownloadConfig(manual_dir=manual_dir,
-                                      beam_options=direct_runner_options(num_workers), **kwargs)
+  """A DownloadConfig carrying Beam runner options (ignored by non-Beam builders) when Apache Beam
+  is installed (the tfds_cli extra); without it only non-Beam builders can build anyway."""
+  options = direct_runner_options(num_workers) if importlib.util.find_spec('apache_beam') else None
+  return tfds.download.DownloadConfig(manual_dir=manual_dir, beam_options=options, **kwargs)
 
 
 def per_file(paths: Sequence[str], examples: Callable[[str], Iterable[Any]]) -> Any:
@@ -34,3 +38,7 @@ def per_file(paths: Sequence[str], examples: Callable[[str], Iterable[Any]]) -> 
   return (beam.Create(list(paths))
           | 'OneWorkerPerFile' >> beam.Reshuffle()
           | 'Examples' >> beam.FlatMap(examples))
+
+
+# Builders import this module: if registering them was put off while it was imported, do it now.
+rlds_suite.register_deferred_builders(__name__)

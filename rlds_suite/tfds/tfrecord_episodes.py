@@ -13,6 +13,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+import rlds_suite
 from rlds_suite.core import errors
 
 
@@ -79,3 +80,7 @@ def read_examples(path: errors.PathLike, spec: Mapping[str, Any]) -> Iterator[di
 def decode_frames(pngs: Sequence[bytes]) -> np.ndarray:
   """PNG frames -> (T, H, W, C) uint8."""
   return np.stack([tf.io.decode_png(png).numpy() for png in pngs])
+
+
+# Builders import this module: if registering them was put off while it was imported, do it now.
+rlds_suite.register_deferred_builders(__name__)
