@@ -300,7 +300,12 @@ class PlaySession:
         deadline = time.monotonic()
         continue
       keys, self._tapped = self._held | self._tapped, set()
-      await self._step_keys(keys)
+      try:
+        await self._step_keys(keys)
+      except (errors.RLDSSuiteError, ValueError, TypeError, RuntimeError) as e:
+        # The environment failed: say so and stop stepping; the episode is abandoned on close.
+        await self._send_json({'type': 'error', 'error': f'{type(e).__name__}: {e}'})
+        return
 
   async def _check_pause_timeout(self) -> None:
     if (self._paused_at is not None and self._episode is not None and
