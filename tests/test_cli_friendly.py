@@ -53,6 +53,8 @@ def test_every_option_has_help():
     (['validate', 'd4rl/hoper-medium-v2'],
      "d4rl has no config 'hoper-medium-v2'; did you mean d4rl/hopper-medium-v2"),
     (['validate', 'setup.cfg'], 'is a file; expected a dataset directory'),
+    (['validate', '/nonexistent/dataset'],
+     '/nonexistent/dataset: no such directory (and not a registered dataset name)'),
     (['build', 'magical_demos/move_to_region', '--manual_dir', 'setup.cfg'],
      'is a file; expected a directory of native files'),
     (['record', '--env', 'gymnasium:CartPole-v1', '--option', 'foo=1', '--episodes', '1', '--out',

@@ -65,6 +65,9 @@ def check_name(name: str) -> None:
   Accepts our builders ('d4rl/hopper-medium-v2', with or without a version) and any other
   builder TFDS has registered.
   """
+  if name.startswith(('/', '.', '~')) or os.sep != '/' and os.sep in name:
+    raise errors.EmptyInputError('no such directory (and not a registered dataset name)',
+                                 path=name)
   parts = name.split(':')[0].split('/')
   ours = {entry.name: entry for entry in entries()}
   builder = parts[0]
