@@ -8,7 +8,7 @@ import os
 
 def register(subparsers) -> None:
   parser = subparsers.add_parser('creator', help='Serve the web tool for human data collection.')
-  parser.add_argument('--port', type=int, default=8080)
+  parser.add_argument('--port', type=int, default=8080, help='TCP port to serve on (default 8080)')
   parser.add_argument('--host', default='127.0.0.1',
                       help='address to listen on (0.0.0.0 to accept other machines)')
   parser.add_argument('--data_dir', default='creator_data',
