@@ -71,3 +71,22 @@ def test_cache_holds_decoded_frames(tmp_path):
   got = one_epoch(directory, tmp_path / 'cache')
   order = np.argsort(got[fields.ACTION] + 10 * got[fields.IS_LAST])
   np.testing.assert_array_equal(got[fields.OBSERVATION][order], frames)
+
+
+def test_cached_mix_gives_the_same_batches_at_both_exits(tmp_path):
+  first = streams_data.write(tmp_path, 'mix_a', streams_data.id_episodes(0, 7, seed=3))
+  second = streams_data.write(tmp_path, 'mix_b', streams_data.id_episodes(1, 4, seed=4))
+  make = lambda: streams.stream([first, second], unit=streams.Transitions(), batch_size=4, seed=1,
+                                shuffle=streams.Shuffle(3, 12), mix=ONE_EPOCH,
+                                drop_remainder=False, cache_dir=tmp_path / 'cache')
+  from_numpy = list(streams.as_numpy(make()))
+  from_tf = list(streams.as_numpy(make().dataset))
+  assert len(from_numpy) == len(from_tf) > 3
+  for a, b in zip(from_numpy, from_tf):
+    for key in a:
+      np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+  got = {key: np.concatenate([b[key] for b in from_numpy]) for key in from_numpy[0]}
+  ids = np.asarray(streams_data.ids(got[fields.OBSERVATION]))
+  nxt = np.asarray(streams_data.ids(got[fields.NEXT_OBSERVATION]))
+  np.testing.assert_array_equal(ids[:, 0], got[streams.DATASET_INDEX])  # Each from its own cache.
+  assert np.all(nxt[:, :2] == ids[:, :2]) and np.all(nxt[:, 2] == ids[:, 2] + 1)

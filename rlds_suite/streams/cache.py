@@ -92,6 +92,54 @@ class DecodedCache:
     return nested.unflatten_paths(dict(zip(self.spec, steps))), row_splits
 
 
+  def read_rows(self, episodes: tf.Tensor) -> tuple[dict[str, Any], tf.Tensor]:
+    """Like `read_group`, but every field holds the steps' row indices in the cache (in the
+    graph, no data copied): units that select rows are cut from these and gathered at the exit."""
+    splits = tf.constant(self.row_splits)
+    rows = tf.ragged.range(tf.gather(splits, episodes), tf.gather(splits, episodes + 1))
+    return nested.unflatten_paths({path: rows.flat_values for path in self.spec}), rows.row_splits
+
+
+class RowGather:
+  """Blocks of row-index units of cached datasets -> blocks of values, in one numpy `take` per
+  field from the memory-mapped columns (the block's permutation applied by the same take)."""
+
+  def __init__(self, caches: Sequence[DecodedCache], unit_columns: dict[str, str],
+               dataset_index: str):
+    self._caches = tuple(caches)
+    self._unit_columns = dict(unit_columns)  # Unit field path -> cache column path.
+    self._dataset_index = dataset_index
+    self.spec = {path: caches[0].spec[column] for path, column in unit_columns.items()}
+
+  def __call__(self, flat_block: dict[str, np.ndarray], order: np.ndarray) -> dict[str, np.ndarray]:
+    dataset = flat_block[self._dataset_index][order]
+    out = {path: value[order] for path, value in flat_block.items()
+           if path not in self._unit_columns}
+    columns = [cache.columns() for cache in self._caches]
+    for path, column in self._unit_columns.items():
+      rows = flat_block[path][order]
+      if len(columns) == 1:
+        out[path] = np.take(columns[0][column], rows, axis=0)
+        continue
+      values = np.empty((len(rows), *self.spec[path].shape), self.spec[path].dtype.as_numpy_dtype)
+      for i, dataset_columns in enumerate(columns):
+        mine = dataset == i
+        values[mine] = np.take(dataset_columns[column], rows[mine], axis=0)
+      out[path] = values
+    return out
+
+
+def unit_columns(unit: Any, spec: dict[str, tf.TensorSpec]) -> dict[str, str]:
+  """Which cache column each field of `unit` is a row of: units cut from steps whose every field
+  holds its own column's code."""
+  paths = list(spec)
+  steps = nested.unflatten_paths({p: tf.fill([4], tf.constant(i, tf.int64))
+                                  for i, p in enumerate(paths)})
+  units, _ = unit.from_episodes(steps, tf.constant([0, 2, 4], tf.int64))
+  return {path: paths[int(value.numpy()[0])]
+          for path, value in nested.flatten_paths(units).items()}
+
+
 def _flat_read(cache: DecodedCache, episodes: np.ndarray) -> list[np.ndarray]:
   steps, row_splits = cache.read(episodes)
   return [*steps, row_splits]

@@ -14,13 +14,15 @@ tf.data service (no Python in its graph). Both give the same batches in the same
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from rlds_suite.core import nested
 from rlds_suite.streams import budget as budget_lib
+from rlds_suite.streams import cache as cache_lib
 from rlds_suite.streams import reading
 
 
@@ -36,6 +38,7 @@ class Stream:
   batch_size: int
   drop_remainder: bool
   sizes: budget_lib.Sizes
+  gather: Optional[cache_lib.RowGather]  # Blocks of cached row indices -> values; or None.
   names: tuple[str, ...]
   files: tuple[tuple[str, ...], ...]  # Per dataset, the files read (to name a corrupt one).
 
@@ -43,8 +46,11 @@ class Stream:
   def dataset(self) -> tf.data.Dataset:
     """The tf.data exit: permuted blocks rebatched inside tf.data (for TensorFlow loops and
     tf.train.Checkpoint)."""
-    blocks = self.blocks.map(
-        lambda block, order: tf.nest.map_structure(lambda t: tf.gather(t, order), block))
+    if self.gather is None:
+      blocks = self.blocks.map(
+          lambda block, order: tf.nest.map_structure(lambda t: tf.gather(t, order), block))
+    else:
+      blocks = self.blocks.map(self._gathered).with_options(_stateless_python())
     return blocks.rebatch(self.batch_size, drop_remainder=self.drop_remainder).prefetch(1)
 
   @property
@@ -68,12 +74,39 @@ class Stream:
     blocks = reading.numpy_groups(self.blocks, files, ', '.join(self.names))
     return cut_batches(self._permute_each(blocks), self.batch_size, self.drop_remainder)
 
+  def _gathered(self, block: Any, order: tf.Tensor) -> Any:
+    """The tf.data exit's gather of cached rows (numpy, from the memory maps)."""
+    flat = nested.flatten_paths(block)
+    paths = list(flat)
+    specs = [self.gather.spec.get(p, tf.TensorSpec(flat[p].shape[1:], flat[p].dtype))
+             for p in paths]
+
+    def gathered(order, *columns):
+      values = self.gather(dict(zip(paths, columns)), order)
+      return [values[p] for p in paths]
+
+    values = tf.numpy_function(gathered, [order, *flat.values()], [s.dtype for s in specs],
+                               stateful=False)
+    for value, spec in zip(values, specs):
+      value.set_shape([None, *spec.shape])
+    return nested.unflatten_paths(dict(zip(paths, values)))
+
   def _permute_each(self, blocks: Iterator[Any]) -> Iterator[Any]:
     for block, order in blocks:
-      permuted = tf.nest.map_structure(lambda a, o=order: np.take(a, o, axis=0), block)
+      if self.gather is not None:
+        permuted = nested.unflatten_paths(self.gather(nested.flatten_paths(block), order))
+      else:
+        permuted = tf.nest.map_structure(lambda a, o=order: np.take(a, o, axis=0), block)
       del block  # Only the permuted copy stays while the next block is read.
       yield permuted
       del permuted
+
+
+def _stateless_python() -> tf.data.Options:
+  """A cache's gather is a function of its inputs: no state for a checkpoint to save."""
+  options = tf.data.Options()
+  options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+  return options
 
 
 def _slicer(structure: Any) -> Callable[[int, int], Any]:

@@ -304,8 +304,14 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
     sources.append(_Source(dataset, parser, reading.split_files(dataset.builder, instruction),
                            cache, stop - start, limit))
 
-  projections = reading.plan_projection([nested.flatten_paths(s.parser.spec) for s in sources],
-                                        [d.name for d in resolved], projection)
+  flat_specs = [nested.flatten_paths(s.parser.spec) for s in sources]
+  projections = reading.plan_projection(flat_specs, [d.name for d in resolved], projection)
+  # Cached datasets of one spec, cut into units that select rows: units of row indices, whose
+  # values are gathered once, at the exit.
+  gather = None
+  if cache_dir is not None and unit.SELECTS_ROWS and all(f == flat_specs[0] for f in flat_specs):
+    gather = cache_lib.RowGather([s.cache for s in sources],
+                                 cache_lib.unit_columns(unit, flat_specs[0]), DATASET_INDEX)
   unit_specs = [_unit_spec(unit, s.parser.spec, project) for s, project in zip(sources, projections)]
   unit_bytes = max(budget.row_bytes(spec) for spec in unit_specs)
   step_costs = [budget.row_bytes(nested.flatten_paths(s.parser.spec)) + unit_bytes
@@ -324,7 +330,8 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
   for index, (source, project, dataset_sizes) in enumerate(
       zip(sources, projections, sizes.datasets)):
     groups = source.groups(shuffle is not None, repeat, dataset_sizes,
-                           seed=lambda stage, i=index: _seed(seed, i, shard_index, stage))
+                           seed=lambda stage, i=index: _seed(seed, i, shard_index, stage),
+                           rows_only=gather is not None)
 
     def to_units(positions, steps, row_splits, index=index, project=project,
                  epoch_size=source.epoch_size):
@@ -345,7 +352,7 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
   blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion,
                        None if shuffle is None else _seed(seed, shard_index, 2))
   blocks = blocks.prefetch(1).with_options(_options(sizes.memory_budget, cache_dir is not None))
-  return exits.Stream(blocks, batch_size, drop_remainder, sizes,
+  return exits.Stream(blocks, batch_size, drop_remainder, sizes, gather,
                       tuple(d.name for d in resolved),
                       tuple(tuple(f.filename for f in s.files) for s in sources))
 
@@ -373,16 +380,17 @@ class _Source:
     steps_per_byte = float(sample[1][-1]) / max(len(sample[0][0]), 1)
     return serialized, serialized * steps_per_byte
 
-  def groups(self, shuffle: bool, repeat: bool, sizes: budget.DatasetSizes,
-             seed) -> tf.data.Dataset:
+  def groups(self, shuffle: bool, repeat: bool, sizes: budget.DatasetSizes, seed,
+             rows_only: bool = False) -> tf.data.Dataset:
     """(positions [k] in the stream of episodes, steps [N, ...], row splits [k + 1]) of groups
-    of episodes, shuffled as the module docstring says."""
+    of episodes, shuffled as the module docstring says. `rows_only`: the cached steps' row
+    indices stand for their values."""
     if self.cache is not None:  # Any order is as cheap as any other: all episodes shuffled.
       episodes = tf.data.Dataset.range(self.cache.num_episodes)
       if shuffle:
         episodes = episodes.shuffle(self.cache.num_episodes, seed=seed(1),
                                     reshuffle_each_iteration=True)
-      read = self.cache.read_group
+      read = self.cache.read_rows if rows_only else self.cache.read_group
     else:
       shuffle_files = shuffle and not self.dataset.builder.info.disable_shuffling
       episodes = reading.serialized_episodes(self.files, shuffle_files=shuffle_files, seed=seed(0))

@@ -60,6 +60,10 @@ def _padding_mask(steps: Steps, rows: tf.Tensor) -> dict[str, Any]:
 class Unit(abc.ABC):
   """What one stream element is, cut from the steps of whole episodes."""
 
+  # Every unit field is some step field's row (no arithmetic, no padding): a cached stream can cut
+  # such units from row indices and gather the values once, at the exit (streams.cache.RowGather).
+  SELECTS_ROWS = False
+
   def from_steps(self, steps: Steps) -> dict[str, Any]:
     """[T, ...] step tensors of one episode -> [U, ...] unit tensors (TensorFlow, vectorised)."""
     num = tf.shape(steps[fields.IS_FIRST], out_type=tf.int64)[0]
@@ -88,6 +92,7 @@ class Unit(abc.ABC):
 @dataclasses.dataclass(frozen=True)
 class StepUnit(Unit):
   """Single RLDS steps."""
+  SELECTS_ROWS = True
 
   def cut(self, steps, rows):
     return dict(steps), rows.index
@@ -107,6 +112,7 @@ def _starting_transitions(rows: Rows) -> tf.Tensor:
 @dataclasses.dataclass(frozen=True)
 class Transitions(Unit):
   """(o_t, a_t, r_t, d_t, o_t+1, is_terminal_t+1); the last step starts none."""
+  SELECTS_ROWS = True
 
   def cut(self, steps, rows):
     first = _starting_transitions(rows)
@@ -211,6 +217,7 @@ class Windows(Unit):
 @dataclasses.dataclass(frozen=True)
 class TargetPairs(Unit):
   """{context: step t, target: step t+offset} for every t with both inside the episode."""
+  SELECTS_ROWS = True
   offset: int
 
   def __post_init__(self):
