@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import threading
 import time
 import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
@@ -136,7 +137,10 @@ class RLDSWriter(backend_writer.BackendWriter):
     self._max_seconds = max_seconds_per_shard
     self._shard_deadline: Optional[float] = None  # When the open shard is due, on time.monotonic.
     self._flush_seconds = flush_seconds
-    self._flush_at: Optional[float] = None  # When the pending episodes are due on disk.
+    # A timer raises _flush_due when pending episodes have waited flush_seconds; the next recording
+    # call writes them. A flag, not a clock read per step: that cost ~10% of CartPole's writer time.
+    self._flush_timer: Optional[threading.Timer] = None
+    self._flush_due = False
     self._last_flush = time.monotonic()
     self._dataset_metadata = dict(dataset_metadata or {})
     self._serializer: Optional[serialization.EpisodeSerializer] = None
@@ -169,9 +173,8 @@ class RLDSWriter(backend_writer.BackendWriter):
 
   def _record_step(self, data: step_data.StepData, is_new_episode: bool) -> None:
     steps = self._steps  # One read: a signal handler may hand the episode off in between.
-    flush_at = self._flush_at
-    if (not is_new_episode and not self._closed and self._worker.error is None and
-        (flush_at is None or time.monotonic() < flush_at)):
+    if (not is_new_episode and not self._flush_due and not self._closed and
+        self._worker.error is None):
       if steps is not None:
         steps.append(data)
       return
@@ -295,13 +298,21 @@ class RLDSWriter(backend_writer.BackendWriter):
     elif (len(self._pending) >= self._max_episodes or self._pending_bytes >= MAX_BATCH_BYTES or
           now - self._last_flush >= self._flush_seconds):
       self._submit_pending()
-    elif self._flush_at is None:
-      self._flush_at = now + self._flush_seconds
+    elif self._flush_timer is None:
+      self._flush_timer = threading.Timer(self._flush_seconds, self._set_flush_due)
+      self._flush_timer.daemon = True
+      self._flush_timer.start()
+
+  def _set_flush_due(self) -> None:
+    self._flush_due = True
 
   def _submit_pending(self) -> None:
     """Hands the ended episodes to the worker, which writes and flushes them."""
     pending, self._pending, self._pending_bytes = self._pending, [], 0
-    self._flush_at, self._last_flush = None, time.monotonic()
+    if self._flush_timer is not None:
+      self._flush_timer.cancel()
+      self._flush_timer = None
+    self._flush_due, self._last_flush = False, time.monotonic()
     if pending:
       self._worker.submit(lambda: self._write_episodes(pending))
 
