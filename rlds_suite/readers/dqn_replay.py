@@ -306,16 +306,9 @@ def _cut(blocks: Iterable[Rows], checkpoint: int) -> Iterator[Piece]:
       pending, kind, start = [], Kind.EPISODE, end + 1
     if start < len(block):
       pending.append(block.take(start, len(block)))
-  rows = Rows.concat(pending) if pending else None
-  if kind is Kind.HEAD:  # No episode end at all: everything is HEAD.
-    yield Piece(kind, checkpoint, rows if rows is not None else _empty_rows(), closed=False)
-  elif rows is not None:
-    yield Piece(Kind.TAIL, checkpoint, rows, closed=False)
-
-
-def _empty_rows() -> Rows:
-  return Rows(np.zeros((0, 84, 84), np.uint8), np.zeros(0, np.int32), np.zeros(0, np.float32),
-              np.zeros(0, np.uint8), first_add=0)
+  if pending:  # Rows after the last end; all rows (HEAD) when there was no end.
+    yield Piece(Kind.HEAD if kind is Kind.HEAD else Kind.TAIL, checkpoint, Rows.concat(pending),
+                closed=False)
 
 
 @dataclasses.dataclass
