@@ -22,6 +22,7 @@ identically.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -261,15 +262,9 @@ def checkpoint_pieces(run: Run, checkpoint: int, block_rows: int = BLOCK_ROWS) -
   newest_stop = layout.add_count % capacity if wrapped else 0
   oldest_stop = capacity if wrapped else start_row + layout.add_count - layout.first_add
   newest_first_add = layout.add_count - newest_stop
-  streams = [gzip_npy.GzipNpyRows(store_file(run.replay_logs, f, checkpoint), field=f)
-             for f in STORE_FIELDS]
-  try:
-    path_of = {f: s.path for f, s in zip(STORE_FIELDS, streams)}
-    for f, stream in zip(STORE_FIELDS, streams):
-      if stream.num_rows != capacity:
-        raise errors.EpisodeBoundaryError(
-            f'{stream.num_rows} rows, but {store_file("", STORE_FIELDS[0], checkpoint).name} has '
-            f'{capacity}: checkpoint files of different lengths', path=path_of[f], field='rows')
+  with contextlib.ExitStack() as opened:
+    streams = [opened.enter_context(gzip_npy.GzipNpyRows(store_file(run.replay_logs, f, checkpoint),
+                                                         field=f)) for f in STORE_FIELDS]
 
     def read_range(stop: int, base: int) -> Iterator[Rows]:
       """Storage rows up to `stop`; storage row p has add index base + p."""
@@ -288,9 +283,6 @@ def checkpoint_pieces(run: Run, checkpoint: int, block_rows: int = BLOCK_ROWS) -
       for s in streams:
         s.skip(start_row)
       yield from _cut(read_range(oldest_stop, layout.first_add - start_row), checkpoint)
-  finally:
-    for s in streams:
-      s.close()
 
 
 def _cut(blocks: Iterable[Rows], checkpoint: int) -> Iterator[Piece]:
