@@ -3,6 +3,7 @@ demos): split into episodes at the flags, each ended as its format's BoundaryPol
 
 from __future__ import annotations
 
+import collections
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -10,6 +11,12 @@ import numpy as np
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
 from rlds_suite.core.episodes import BoundaryPolicy, Trajectory
+
+
+def odd_one_out(lengths: Mapping[str, int]) -> str:
+  """The first field whose length differs from the most common one (the one to name in an error)."""
+  common = collections.Counter(lengths.values()).most_common(1)[0][0]
+  return next(name for name, length in lengths.items() if length != common)
 
 
 def split_at_dones(policy: BoundaryPolicy, observations: np.ndarray, actions: np.ndarray,
@@ -21,9 +28,8 @@ def split_at_dones(policy: BoundaryPolicy, observations: np.ndarray, actions: np
   lengths = {'obs': len(observations), 'acts': len(actions), 'rews': len(rewards),
              'dones': len(dones)}
   if len(set(lengths.values())) != 1:
-    field = min(lengths, key=lambda name: (lengths[name] == lengths['obs'], name))
     raise errors.EpisodeBoundaryError(f'expected one row per step in every field, got {lengths}',
-                                      field=field)
+                                      field=odd_one_out(lengths))
   if not len(dones):
     raise errors.EpisodeBoundaryError('the recording has no step', field='dones')
   dones = np.asarray(dones, dtype=bool).reshape(-1)

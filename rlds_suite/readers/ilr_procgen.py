@@ -78,9 +78,8 @@ def _columns(demos: Any) -> Mapping[str, list]:
     columns[key] = demos[key]
   lengths = {key: len(value) for key, value in columns.items()}
   if len(set(lengths.values())) != 1:
-    field = min(lengths, key=lambda key: (lengths[key] == lengths['obs'], key))
     raise errors.EpisodeBoundaryError(f'expected one entry per trajectory in every list, got '
-                                      f'{lengths}', field=field)
+                                      f'{lengths}', field=done_flags.odd_one_out(lengths))
   if not lengths['obs']:
     raise errors.EmptyInputError('the file holds no trajectory', field='obs')
   return columns
