@@ -63,3 +63,12 @@ def test_truncated_gzip(tmp_path):
   path.write_bytes(path.read_bytes()[:-100])
   with pytest.raises(errors.CorruptFileError, match='reacher-easy-bad.pkl.gz'):
     list(ilr_dm_control.read_trajectories(path, REACHER))
+
+
+def test_declared_sizes_match_dm_control():
+  suite = pytest.importorskip('dm_control.suite')
+  for task in ilr_dm_control.TASKS.values():
+    domain, name = task.name.rsplit('-', 1)
+    env = suite.load(domain.replace('-', '_'), name)
+    assert env.action_spec().shape == (task.action_size,), task.name
+    assert env.physics.get_state().shape == (task.state_size,), task.name
