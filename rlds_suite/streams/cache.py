@@ -2,7 +2,9 @@
 
 Parsing and decoding (ZLIB frames: ~200 us each) bound a stream; a cache decodes every step once.
 `open_cache` fills it with one pass over the dataset's files the first time, then every epoch
-reads episodes back as slices of memory-mapped columns (the page cache serves them). A cache
+reads episodes back as slices of memory-mapped columns (the page cache serves them), or, for units
+that select rows, only their row indices: `RowGather` then takes each block's values from the
+columns with one numpy `take` per field (pages read count as file-backed, reclaimable memory). A cache
 directory holds one raw file per step field (`<path>.bin`, rows of the field's spec), the episode
 row splits and `metadata.json` with the fingerprint of the source (its dataset_info.json and each
 file's name, size and modification time, and the records read from it): a changed source is

@@ -11,7 +11,9 @@ Per dataset, one host reads its shard of episodes and:
   4. hands out consecutive units (crossing episode boundaries; units themselves never do) as its
      piece of each block.
 With `cache_dir`, steps 1-3 read decoded episodes from the dataset's cache (`streams.cache`) in a
-fully shuffled episode order instead. A block holds `Shuffle.units` units (`batch_size` without
+fully shuffled episode order instead; for units that only select rows (steps, transitions, pairs)
+the pipeline then carries the steps' row indices in the cache, and the exit gathers the values of
+each block once from the memory maps (`cache.RowGather`). A block holds `Shuffle.units` units (`batch_size` without
 shuffling), fewer when the memory budget requires: dataset i gives c_i of them, the counts drawn
 per block by `Mix.weights` in chunks of `Mix.granularity` units (a multinomial draw; a seeded
 schedule that repeats every `SCHEDULE_BLOCKS` blocks, the same on every shard). The pieces are
@@ -331,7 +333,7 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
       zip(sources, projections, sizes.datasets)):
     groups = source.groups(shuffle is not None, repeat, dataset_sizes,
                            seed=lambda stage, i=index: _seed(seed, i, shard_index, stage),
-                           rows_only=gather is not None)
+                           rows_only=gather is not None, block_units=sizes.block_units)
 
     def to_units(positions, steps, row_splits, index=index, project=project,
                  epoch_size=source.epoch_size):
@@ -381,7 +383,7 @@ class _Source:
     return serialized, serialized * steps_per_byte
 
   def groups(self, shuffle: bool, repeat: bool, sizes: budget.DatasetSizes, seed,
-             rows_only: bool = False) -> tf.data.Dataset:
+             rows_only: bool = False, block_units: int = 0) -> tf.data.Dataset:
     """(positions [k] in the stream of episodes, steps [N, ...], row splits [k + 1]) of groups
     of episodes, shuffled as the module docstring says. `rows_only`: the cached steps' row
     indices stand for their values."""
@@ -397,9 +399,13 @@ class _Source:
       if shuffle:
         episodes = episodes.shuffle(sizes.episodes, seed=seed(1), reshuffle_each_iteration=True)
       read = self.parser
+    group = sizes.group_episodes
+    if rows_only:  # Row indices are small: a block's worth of episodes per group.
+      mean_steps = self.cache.row_splits[-1] / max(self.cache.num_episodes, 1)
+      group = max(group, int(np.ceil(block_units / max(mean_steps, 1))))
     if repeat:
       episodes = episodes.repeat()
-    return episodes.enumerate().batch(sizes.group_episodes).map(
+    return episodes.enumerate().batch(group).map(
         lambda positions, group: (positions, *read(group)))
 
 
