@@ -251,3 +251,17 @@ def test_a_shard_renamed_before_its_metadata_is_listed(unfinished_dataset, tmp_p
   episodes = read_episodes(directory)
   assert len(episodes) == 4
   np.testing.assert_array_equal(episodes[3]['steps']['action'], written[3]['steps']['action'])
+
+
+def test_record_command_takes_flush_seconds(tmp_path, monkeypatch):
+  from rlds_suite.recording import backend  # pylint: disable=g-import-not-at-top
+  given = []
+  original = backend.RLDSWriter.__init__
+  monkeypatch.setattr(backend.RLDSWriter, '__init__', lambda self, *args, **kwargs: (
+      given.append(kwargs.get('flush_seconds')), original(self, *args, **kwargs))[1])
+  code, out, _ = _cli('record', '--env', 'gymnasium:CartPole-v1', '--episodes', '2', '--seed', '0',
+                      '--out', os.fspath(tmp_path / 'ds'), '--flush_seconds', '0.5',
+                      '--no_progress')
+  assert code == 0 and json.loads(out.splitlines()[-1])['episodes_written'] == 2
+  assert given == [0.5]
+  assert len(read_episodes(tmp_path / 'ds')) == 2

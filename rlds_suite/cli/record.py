@@ -22,6 +22,9 @@ def register(subparsers) -> None:
                       help='cut episodes after this many actions (truncation)')
   parser.add_argument('--option', action='append', default=[], metavar='KEY=VALUE',
                       help='environment option, e.g. frame_skip=4, pixels=true (JSON values)')
+  parser.add_argument('--flush_seconds', type=float, default=5.0,
+                      help='write ended episodes to disk at least this often: a SIGKILL loses at '
+                      'most the last flush_seconds and the episode in flight')
   parser.add_argument('--no_progress', action='store_true', help='no progress bar')
   parser.set_defaults(func=run)
 
@@ -42,7 +45,7 @@ def run(args) -> int:
   writer = recording.record(args.env, args.policy, episodes=args.episodes, data_dir=args.out,
                             name=args.name, seed=args.seed, env_options=_parse_options(args.option),
                             max_episode_steps=args.max_episode_steps,
-                            progress=not args.no_progress)
+                            flush_seconds=args.flush_seconds, progress=not args.no_progress)
   summary = {'out': args.out, 'episodes_written': writer.num_episodes_written}
   if writer.recovery_report.changed:  # What a killed earlier run left, salvaged first.
     summary['recovered'] = writer.recovery_report.summary()
