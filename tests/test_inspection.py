@@ -113,3 +113,17 @@ def test_list_shows_builders_configs_and_prepared(magical, capsys):
   out = capsys.readouterr().out
   assert 'magical_demos' in out and 'move_to_corner' in out and 'd4rl_pybullet' in out
   assert 'magical_demos/move_to_corner 1.0.0' in out.split('prepared')[1]
+
+
+def test_stats_print_normalised_returns_with_the_d4rl_reference(tmp_path, capsys):
+  builder = datasets.build('d4rl/halfcheetah-medium-v2',
+                           manual_dir=str(REPO / 'rlds_suite' / 'sample_data' / 'd4rl'),
+                           data_dir=str(tmp_path))
+  capsys.readouterr()  # TFDS's own build messages.
+  assert cli.main(['stats', str(builder.data_dir), '--json', '--out', str(tmp_path / 's.png')]) == 0
+  printed = json.loads(capsys.readouterr().out)
+  # D4RL infos.py: halfcheetah REF_MIN_SCORE -280.178953, REF_MAX_SCORE 12135.0.
+  expected = [(r + 280.178953) / (12135.0 + 280.178953) for r in printed['returns']]
+  np.testing.assert_allclose(printed['normalized_returns'], expected)
+  assert cli.main(['stats', str(builder.data_dir)]) == 0
+  assert 'normalised return (100 * (R - -280.179) / (12135 - -280.179)' in capsys.readouterr().out

@@ -19,20 +19,30 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
   # pylint: disable=g-import-not-at-top
+  import numpy as np
   from rlds_suite.inspection import statistics
   from rlds_suite.tfds import datasets
+  from rlds_suite import scores
   # pylint: enable=g-import-not-at-top
-  stats = statistics.compute(
-      datasets.read_episodes(args.source, split=args.split, data_dir=args.data_dir))
+  builder = datasets.load_builder(args.source, args.data_dir)
+  stats = statistics.compute(datasets.read_episodes(builder, split=args.split))
+  reference = scores.directory_reference(str(builder.data_dir))
+  normalized = reference.normalize(stats.returns).tolist() if reference and stats.returns else None
   if args.json:
     print(json.dumps({'episodes': stats.episodes, 'steps': stats.steps,
                       'terminated': stats.terminated, 'truncated': stats.truncated,
-                      'returns': stats.returns, 'lengths': stats.lengths}))
+                      'returns': stats.returns, 'lengths': stats.lengths,
+                      'normalized_returns': normalized,
+                      'reference': None if reference is None else reference.as_metadata()}))
   else:
     print(statistics.summary_table(stats))
+    if normalized is not None:
+      print(f'normalised return (100 * (R - {reference.low:.6g}) / ({reference.high:.6g} - '
+            f'{reference.low:.6g}), {reference.source}): mean {100 * np.mean(normalized):.2f}  '
+            f'min {100 * np.min(normalized):.2f}  max {100 * np.max(normalized):.2f}')
   if args.out:
     from rlds_suite.inspection import plots  # pylint: disable=g-import-not-at-top
-    plots.plot_statistics(stats, args.out, title=str(args.source))
+    plots.plot_statistics(stats, args.out, title=str(args.source), normalized_returns=normalized)
     if not args.json:
       print(f'plot: {args.out}')
   return 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -62,8 +62,10 @@ def plot_episodes(episodes: Sequence[Mapping[str, Any]], path: str, title: str =
   plt.close(figure)
 
 
-def plot_statistics(stats: statistics.DatasetStatistics, path: str, title: str = '') -> None:
-  """Histograms of episode lengths and returns, endings, and per-dimension mean +- std with range."""
+def plot_statistics(stats: statistics.DatasetStatistics, path: str, title: str = '',
+                    normalized_returns: Optional[Sequence[float]] = None) -> None:
+  """Histograms of episode lengths and returns (normalised too when given), endings, and
+  per-dimension mean +- std with range."""
   plt = _pyplot()
   figure, axes = plt.subplots(2, 2, figsize=(11, 7.5))
   axes[0, 0].hist(stats.lengths, bins=min(30, max(1, len(set(stats.lengths)))), color='tab:blue')
@@ -71,6 +73,10 @@ def plot_statistics(stats: statistics.DatasetStatistics, path: str, title: str =
   if stats.returns:
     axes[0, 1].hist(stats.returns, bins=min(30, max(1, len(stats.returns))), color='tab:green')
   axes[0, 1].set_title('episode return' if stats.returns else 'episode return (no reward field)')
+  if normalized_returns is not None:
+    normalized = 100 * np.asarray(normalized_returns)
+    axes[0, 1].set_title(f'episode return (normalised: mean {normalized.mean():.1f}, '
+                         f'min {normalized.min():.1f}, max {normalized.max():.1f})')
   axes[1, 0].bar(['terminated', 'truncated'], [stats.terminated, stats.truncated],
                  color=['tab:red', 'tab:gray'])
   axes[1, 0].set_title('episode endings')
