@@ -36,13 +36,17 @@ def test_non_editable_install_registers_builders(tmp_path):
       'import pathlib, rlds_suite, tensorflow_datasets as tfds\n'
       'import rlds_suite.builders as b\n'
       'assert "site-packages" in b.__file__, b.__file__\n'
-      f'names = {[f.name for f in BUILDER_DIRS]!r}\n'
+      f'folders = {[f.name for f in BUILDER_DIRS]!r}\n'
+      'from rlds_suite.tfds import registry\n'
+      # Folder -> registered name (rlu_* register as rlds_suite_rlu_*: TFDS has its own rlu_*).
+      'by_folder = {c.code_path.parent.name: c.name for c in registry.builder_classes()}\n'
       'registered = set(tfds.core.registered.list_imported_builders())\n'
-      'missing = [n for n in names if n not in registered]\n'
+      'missing = [f for f in folders if by_folder.get(f) not in registered]\n'
       'assert not missing, missing\n'
-      'for n in names:\n'
-      '  cls = tfds.builder_cls(n)\n'
-      '  assert (cls.code_path.parent / "README.md").is_file(), n\n'
+      'for f in folders:\n'
+      '  cls = tfds.builder_cls(by_folder[f])\n'
+      '  assert "site-packages" in str(cls.code_path), cls.code_path\n'
+      '  assert (cls.code_path.parent / "README.md").is_file(), f\n'
       'assert (pathlib.Path(rlds_suite.__file__).parent / "sample_data").is_dir()\n'
       'print("ok")\n')
   result = subprocess.run([str(python), '-c', script], capture_output=True, text=True, cwd=tmp_path,
