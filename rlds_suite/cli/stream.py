@@ -24,12 +24,13 @@ def register(subparsers) -> None:
   parser.add_argument('--register', action='append', default=[], metavar='TYPE/BENCHMARK/TASK=PATH',
                       help='register a dataset directory or TFDS name for an entry (repeatable)')
   parser.add_argument('--data_dir', default=None, help='where TFDS names are looked up')
-  parser.add_argument('--unit', choices=UNITS, default='steps')
+  parser.add_argument('--unit', choices=UNITS, default='steps',
+                      help='what one batch row is (default steps)')
   parser.add_argument('--n', type=int, default=3, help='n of n_step, length of windows, '
                       'offset of pairs')
-  parser.add_argument('--batch', type=int, default=256)
+  parser.add_argument('--batch', type=int, default=256, help='units per batch')
   parser.add_argument('--take', type=int, default=100, help='batches to read')
-  parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--seed', type=int, default=0, help='seed of the shuffle and the mix')
   parser.add_argument('--memory_budget', default=None, metavar='BYTES',
                       help="bytes the stream's buffers may take ('512MiB', '2G'; default an "
                       "eighth of this machine's memory)")
@@ -41,10 +42,12 @@ def register(subparsers) -> None:
                       help='keep file order (buffers then sized under the default budget)')
   parser.add_argument('--cache_dir', default=None,
                       help='cache decoded steps there (filled once, read on every epoch)')
-  parser.add_argument('--exhaustion', choices=('repeat', 'stop', 'drop'), default='repeat')
-  parser.add_argument('--projection', choices=('none', 'common_keys', 'pad'), default='none')
-  parser.add_argument('--num_shards', type=int, default=1)
-  parser.add_argument('--shard_index', type=int, default=0)
+  parser.add_argument('--exhaustion', choices=('repeat', 'stop', 'drop'), default='repeat',
+                      help='what a mix does when a dataset runs out (default repeat)')
+  parser.add_argument('--projection', choices=('none', 'common_keys', 'pad'), default='none',
+                      help='how datasets with different specs are made to agree (default: refuse)')
+  parser.add_argument('--num_shards', type=int, default=1, help='hosts sharing the stream')
+  parser.add_argument('--shard_index', type=int, default=0, help="this host's shard (0-based)")
   parser.set_defaults(func=run)
 
 
@@ -54,7 +57,13 @@ def run(args) -> int:
   catalog = streams.Catalog()
   for registration in args.register:
     key, _, path = registration.partition('=')
-    catalog.register(*key.split('/', 2), path)
+    parts = key.split('/')
+    if len(parts) != 3 or not all(parts) or not path:
+      raise errors.SchemaError(f'expected TYPE/BENCHMARK/TASK=PATH, got {registration!r}',
+                               field='--register')
+    catalog.register(*parts, path)
+  config = _json_argument(args.config, '--config')
+  env_cfg = _json_argument(args.env_cfg, '--env_cfg') if args.env_cfg else None
   unit = {
       'steps': lambda: streams.StepUnit(),
       'transitions': lambda: streams.Transitions(),
@@ -67,10 +76,10 @@ def run(args) -> int:
     shuffle = None if args.no_shuffle else streams.Shuffle(
         args.shuffle_episodes, args.shuffle_units, memory_budget=memory_budget)
     stream = streams.stream(
-        json.loads(args.config), unit=unit, batch_size=args.batch, seed=args.seed, shuffle=shuffle,
+        config, unit=unit, batch_size=args.batch, seed=args.seed, shuffle=shuffle,
         mix=streams.Mix(exhaustion=streams.Exhaustion(args.exhaustion)),
         projection=streams.Projection(args.projection), num_shards=args.num_shards,
-        shard_index=args.shard_index, env_cfg=json.loads(args.env_cfg) if args.env_cfg else None,
+        shard_index=args.shard_index, env_cfg=env_cfg,
         catalog=catalog, cache_dir=args.cache_dir, data_dir=args.data_dir)
   except ValueError as e:  # Sizes that cannot work (budget, batch, shards); typed errors go on.
     if isinstance(e, errors.RLDSSuiteError):
@@ -87,3 +96,10 @@ def run(args) -> int:
   print(json.dumps({'batches': batches, 'units': units, 'seconds': round(seconds, 3),
                     'units_per_second': round(units / max(seconds, 1e-9))}))
   return 0
+
+
+def _json_argument(text: str, flag: str):
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    raise errors.SchemaError(f'not JSON: {e}', field=flag) from None
