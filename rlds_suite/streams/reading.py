@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.core import nested
+from rlds_suite.tfds import datasets
 from rlds_suite.streams.reference_units import PADDING_MASK
 
 # File reading, declared so that memory is bounded by constants, not by the dataset: with shuffled
@@ -160,38 +161,13 @@ def episode_lengths(builder: tfds.core.DatasetBuilder, split: str,
   return np.concatenate([np.diff(s) for s in lengths.as_numpy_iterator()] or [np.zeros(0, np.int64)])
 
 
-def locate_corrupt_file(files: Sequence[str]) -> Optional[tuple[str, str]]:
-  """(file, problem) of the first of `files` whose TFRecord frames do not all read back, or None.
-
-  Used after a stream failed with DataLossError, which does not name the file.
-  """
-  for path in dict.fromkeys(files):
-    try:
-      tf.data.TFRecordDataset(path, buffer_size=READ_BUFFER_BYTES).reduce(
-          tf.constant(0, tf.int64), lambda count, _: count + 1)
-    except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
-      return path, e.message.splitlines()[0]
-  return None
-
-
-def corrupt_file_error(files: Sequence[str], error: tf.errors.OpError,
-                       name: str) -> errors.CorruptFileError:
-  """The typed error for a DataLossError met while reading `files` (of dataset `name`)."""
-  located = locate_corrupt_file(files)
-  if located is None:
-    return errors.CorruptFileError(f'a TFRecord shard is corrupt: {error.message.splitlines()[0]}',
-                                   path=name)
-  path, problem = located
-  return errors.CorruptFileError(f'corrupt TFRecord shard of {name}: {problem}', path=path)
-
-
 def numpy_groups(dataset: tf.data.Dataset, files: Sequence[str], name: str) -> Iterator[Any]:
   """The elements of `dataset` (reading `files`) as numpy; a corrupt file raises
   CorruptFileError naming it."""
   try:
     yield from tfds.as_numpy(dataset)
   except tf.errors.DataLossError as e:
-    raise corrupt_file_error(files, e, name) from None
+    raise datasets.corrupt_shard_error(files, e, name, buffer_size=READ_BUFFER_BYTES) from None
 
 
 # ---- Step specs across datasets ----------------------------------------------------------------

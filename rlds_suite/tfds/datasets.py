@@ -142,12 +142,19 @@ def read_episodes(source: Source, split: Optional[str] = None, data_dir: Optiona
   except tf.errors.DataLossError as e:
     splits = [split] if split else list(builder.info.splits.keys())
     files = [os.fspath(path) for name in splits for path in builder.info.splits[name].filepaths]
-    located = locate_corrupt_file(files)
-    if located is None:
-      raise errors.CorruptFileError(f'a TFRecord shard is corrupt: {e.message.splitlines()[0]}',
-                                    path=builder.info.full_name) from None
-    raise errors.CorruptFileError(f'corrupt TFRecord shard of {builder.info.full_name}: '
-                                  f'{located[1]}', path=located[0]) from None
+    raise corrupt_shard_error(files, e, builder.info.full_name) from None
+
+
+def corrupt_shard_error(files: Iterable[str], error: tf.errors.OpError, name: str,
+                        **read_options: Any) -> errors.CorruptFileError:
+  """The typed error for a DataLossError met reading `files` of dataset `name`: it names the
+  first file that does not read back (`read_options` as TFRecordDataset's)."""
+  located = locate_corrupt_file(files, **read_options)
+  if located is None:
+    return errors.CorruptFileError(f'a TFRecord shard is corrupt: {_op_error_text(error)}',
+                                   path=name)
+  return errors.CorruptFileError(f'corrupt TFRecord shard of {name}: {located[1]}',
+                                 path=located[0])
 
 
 def locate_corrupt_file(files: Iterable[str], compression_type: Optional[str] = None,
