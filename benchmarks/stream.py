@@ -14,10 +14,10 @@ iterator, each rate reads for at least --seconds and at least 4x what it buffers
 divides all its steps by all its time. "ours" is `streams.as_numpy(stream)` in a Python loop (what
 a JAX/PyTorch loop sees); "graph" rates run a tf.function loop (ours: the tf.data exit,
 `stream.dataset`). "cached" is a stream with cache_dir on its later epochs (the cache is filled
-when the stream is made; steps travel as row indices and each block is gathered from the memory
-maps at the exit). "cache_gather_prototype" is the lean bound of that design: random rows gathered
-from the memory maps with one numpy `take` per field, no units, mixing or epochs, sliced into
-batches. The naive recipe
+when the stream is made; for steps the numpy exit draws each block's row indices in numpy,
+streams.row_blocks, and gathers it from the memory maps). "cache_gather_prototype" is the lean
+bound of that design: random rows gathered from the memory maps with one numpy `take` per field,
+no units, mixing, permutation or epochs, sliced into batches. The naive recipe
 (`flat_map(steps).shuffle(10_000).batch(256)`) reads without TFDS's autocache, as our stream
 must to keep its memory flat. Every rate is measured --rounds times, interleaved; targets are
 judged on the median ratio of the rounds, the spread is printed, and a ratio over a baseline <= 0
@@ -27,25 +27,27 @@ Peak memory is the peak RSS (VmHWM) of a subprocess reading the same number of b
 dataset, above its TensorFlow baseline; 1x and 10x both have more files than the stream keeps open
 (streams.reading.READ_CYCLE_LENGTH), so only the dataset size differs between them.
 
-Measured (--quick, 3 rounds, 2 vCPUs shared with other engineers' runs, load 1-5; the raw read ran
-at 7-14M steps/s, the image raw read at 40-59k frames/s), median [min..max] of the rounds:
-  d4rl  ours/raw_read     0.53x [0.28..0.80]  (target 0.5x: met, by the median only)
-        ours/naive       31x    [24..41]      (target 10x: met)
-        cached/raw_read   0.41x [0.38..1.03]  (target 0.8x: not met); cached/ours 1.29x
-        prototype/raw     1.17x [1.08..2.16]
-        3-mix/raw_read    0.33x [0.24..0.73]; graph (tf.data exit) ours/naive 20.7x, ours/raw 0.22x
-  image ours/naive        1.01x [0.79..1.47]; ours/raw 0.10x (ZLIB decoding)
-        cached/ours      17.5x  [13.5..30.8]  (target 10x: met; 100-118k frames/s)
-        prototype/ours   22.1x
-  memory: 38 MiB (1x) vs 38 MiB (10x) above TensorFlow: flat; images 796 MiB (budget 1 GiB).
-An earlier run at load 8-11 gave d4rl ours/raw 0.36-0.37x, cached/raw 0.44-0.57x and image
-cached/ours 7.2x before the row-index cache (20.4x after). What bounds each: the uncached state
-stream is bound by parsing (one parse_example per ~10 episodes) and by the Python loop itself;
-with the cache, the consumer's own work per 10,240-step block (the gather from the memory maps,
-~0.6 ms, and slicing 40 batches of 9 fields, ~0.4 ms, measured on a quiet moment) caps the state
-stream near 8-10M steps/s, below 0.8x of a raw read that runs at up to 20M steps/s when the
-machine is quiet; the prototype is leaner (7 fields, no permutation or mixing). The uncached
-image stream is bound by ZLIB decoding (~200-500 us a frame), as is the naive recipe.
+Measured (--quick, 3 rounds, 2 vCPUs shared with other test runs, load 3-6; the raw read ran at
+6.8-11.3M steps/s, the image raw read at 28-30k frames/s), median [min..max] of the rounds:
+  d4rl  ours/raw_read     0.57x [0.44..0.59]  (target 0.5x: met)
+        ours/naive       39x    [20..41]      (target 10x: met)
+        cached/raw_read   1.09x [0.57..1.68]  (target 0.8x: met, by the median; 6.5-11.3M steps/s)
+        prototype/raw     2.00x [1.34..2.69]
+        3-mix/raw_read    0.41x [0.38..0.77]; graph (tf.data exit) ours/naive 9.6x, ours/raw 0.11x
+  image ours/naive        0.76x [0.75..0.83]; ours/raw 0.12x (ZLIB decoding)
+        cached/ours      17.1x  [15.8..30.2]  (target 10x: met; 58-103k frames/s)
+        prototype/ours   26.7x
+  memory: 41 MiB (1x) vs 36 MiB (10x) above TensorFlow: flat; images 923 MiB (budget 1 GiB).
+The run before the numpy-drawn cached blocks (same machine, load 1-5) gave cached/raw 0.41x
+[0.38..1.03]: each 10,240-step block of row indices then came from a tf.data pipeline (episode
+shuffle, ragged row ranges, units cut for every field, rebatch, permutation) that cost ~0.65 ms of
+CPU per block, as much as the consumer's own gather and slicing, on a machine with no CPU to spare;
+np.memmap slices (not plain ndarray views) cost another ~30% of the slicing. What bounds each now:
+the uncached state stream is bound by parsing (one parse_example per ~10 episodes) and by the
+Python loop itself; the cached state stream by the consumer's gather (one `take` per field from
+the memory maps) and slicing 40 batches per block; the prototype is leaner (no permutation, mixing
+or epoch tags). The uncached image stream is bound by ZLIB decoding (~200-500 us a frame), as is
+the naive recipe.
 """
 
 from __future__ import annotations
@@ -201,10 +203,9 @@ def _numpy_rate(batches, steps_per_batch: int, seconds: float, min_steps: int = 
 
 
 def _direct_cache_batches(directory: str, cache_dir: str, block: int):
-  """An alternative design measured, not built: steps gathered straight from the cache's memory
-  maps, one numpy `take` per field and block (random rows), then sliced into batches. It is what a
-  stream whose units are row indices into the cache (one copy per block) would reach; ours copies
-  a block three times (episodes read, pieces concatenated, permuted)."""
+  """The lean bound of the cached stream: steps gathered straight from the cache's memory maps,
+  one numpy `take` per field and block (random rows), then sliced into batches; the stream also
+  cuts units, mixes, permutes and tags epochs (streams.row_blocks)."""
   from rlds_suite.core import fields  # pylint: disable=g-import-not-at-top
   from rlds_suite.streams import cache, exits, reading  # pylint: disable=g-import-not-at-top
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top

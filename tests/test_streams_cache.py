@@ -4,6 +4,7 @@ import os
 import shutil
 
 import numpy as np
+import tensorflow as tf
 
 from rlds_suite.core import episodes
 from rlds_suite.core import fields
@@ -90,3 +91,96 @@ def test_cached_mix_gives_the_same_batches_at_both_exits(tmp_path):
   nxt = np.asarray(streams_data.ids(got[fields.NEXT_OBSERVATION]))
   np.testing.assert_array_equal(ids[:, 0], got[streams.DATASET_INDEX])  # Each from its own cache.
   assert np.all(nxt[:, :2] == ids[:, :2]) and np.all(nxt[:, 2] == ids[:, 2] + 1)
+
+
+def cached_and_not(tmp_path, refs, **kwargs):
+  """Batches of the same stream without and with the cache (cache filled first)."""
+  kwargs.setdefault('batch_size', 3)
+  return [list(streams.as_numpy(streams.stream(refs, cache_dir=cache, **kwargs)))
+          for cache in (None, tmp_path / 'cache')]
+
+
+def joined(batches):
+  return {key: np.concatenate([b[key] for b in batches]) for key in batches[0]}
+
+
+def test_cached_exhaustion_and_shards_keep_their_counts(tmp_path):
+  first = streams_data.write(tmp_path, 'ex_a', streams_data.id_episodes(0, 12, seed=1))
+  second = streams_data.write(tmp_path, 'ex_b', streams_data.id_episodes(1, 5, seed=2))
+  steps = [sum(e.num_steps for e in streams_data.id_episodes(d, n, seed=s))
+           for d, n, s in ((0, 12, 1), (1, 5, 2))]
+  for exhaustion in (streams.Exhaustion.STOP, streams.Exhaustion.DROP):
+    mix = streams.Mix(exhaustion=exhaustion, granularity=2)
+    files, cached = cached_and_not(tmp_path, [first, second], seed=0, mix=mix,
+                                   drop_remainder=False, shuffle=streams.Shuffle(3, 8))
+    assert len(cached) == len(files)
+    got, expected = joined(cached), joined(files)
+    np.testing.assert_array_equal(np.bincount(got[streams.DATASET_INDEX], minlength=2),
+                                  np.bincount(expected[streams.DATASET_INDEX], minlength=2))
+    ids = streams_data.ids(got[fields.OBSERVATION])
+    assert len(set(ids)) == len(ids)  # No unit twice in one pass.
+    if exhaustion is streams.Exhaustion.DROP:
+      assert np.bincount(got[streams.DATASET_INDEX]).tolist() == steps
+  for unit in (streams.StepUnit(), streams.Transitions()):
+    shards = [cached_and_not(tmp_path, [first, second], unit=unit, seed=5, num_shards=3,
+                             shard_index=i, mix=ONE_EPOCH) for i in range(3)]
+    assert len({len(cached) for _, cached in shards}) == 1
+    assert [len(cached) for _, cached in shards] == [len(files) for files, _ in shards]
+    id_sets = [set(streams_data.ids(joined(cached)[fields.OBSERVATION])) for _, cached in shards]
+    assert not (id_sets[0] & id_sets[1] or id_sets[0] & id_sets[2] or id_sets[1] & id_sets[2])
+
+
+def test_cached_stream_keeps_file_order_without_shuffling(tmp_path):
+  eps = streams_data.id_episodes(0, 6, seed=3)
+  directory = streams_data.write(tmp_path, 'ordered', eps)
+  files, cached = cached_and_not(tmp_path, [directory], shuffle=None, mix=ONE_EPOCH,
+                                 drop_remainder=False)
+  expected = np.concatenate([e.steps[fields.OBSERVATION] for e in eps])
+  np.testing.assert_array_equal(joined(cached)[fields.OBSERVATION], expected)
+  np.testing.assert_array_equal(joined(files)[fields.OBSERVATION], expected)
+
+
+def test_cached_passes_hold_every_unit_once_and_count_epochs(tmp_path):
+  first = streams_data.write(tmp_path, 'ep_a', streams_data.id_episodes(0, 7, seed=4))
+  second = streams_data.write(tmp_path, 'ep_b', streams_data.id_episodes(1, 3, seed=5))
+  make = lambda seed: streams.stream([first, second], unit=streams.Transitions(), batch_size=5,
+                                     seed=seed, shuffle=streams.Shuffle(2, 20),
+                                     mix=streams.Mix(weights=[1, 3], granularity=2),
+                                     cache_dir=tmp_path / 'cache')
+  batches = [b for _, b in zip(range(120), streams.as_numpy(make(3)))]
+  got = joined(batches)
+  again = joined([b for _, b in zip(range(120), streams.as_numpy(make(3)))])
+  other = joined([b for _, b in zip(range(120), streams.as_numpy(make(4)))])
+  np.testing.assert_array_equal(got[fields.OBSERVATION], again[fields.OBSERVATION])
+  assert not np.array_equal(got[fields.OBSERVATION], other[fields.OBSERVATION])
+  assert 0.65 < np.mean(got[streams.DATASET_INDEX] == 1) < 0.85
+  ids = np.asarray(streams_data.ids(got[fields.OBSERVATION]))
+  nxt = np.asarray(streams_data.ids(got[fields.NEXT_OBSERVATION]))
+  assert np.all(nxt[:, :2] == ids[:, :2]) and np.all(nxt[:, 2] == ids[:, 2] + 1)
+  for dataset in (0, 1):
+    mine = got[streams.DATASET_INDEX] == dataset
+    epochs = got[streams.EPOCH][mine]
+    per_epoch = [sorted(map(tuple, ids[mine][epochs == e])) for e in range(epochs.max())]
+    assert len(per_epoch) >= 2 - dataset  # Dataset 1 (3 episodes, weight 3) went round often.
+    for units in per_epoch[1:]:  # Every complete pass: each transition exactly once.
+      assert units == per_epoch[0] and len(set(units)) == len(units)
+    assert ids[mine][:, 0].tolist() == [dataset] * int(mine.sum())
+
+
+def test_cached_stream_resumes_from_a_checkpoint_at_both_exits(tmp_path):
+  first = streams_data.write(tmp_path, 'ck_a', streams_data.id_episodes(0, 7, seed=6))
+  second = streams_data.write(tmp_path, 'ck_b', streams_data.id_episodes(1, 3, seed=7))
+  make = lambda: streams.stream([first, second], batch_size=4, seed=1,
+                                shuffle=streams.Shuffle(3, 8), mix=streams.Mix(granularity=2),
+                                cache_dir=tmp_path / 'cache')
+  iterator = iter(make())
+  checkpoint = tf.train.Checkpoint(iterator=iterator)
+  for _ in range(5):
+    next(iterator)
+  path = checkpoint.save(str(tmp_path / 'ckpt'))
+  after = [next(iterator)[fields.OBSERVATION].numpy() for _ in range(30)]
+  checkpoint.restore(path)
+  again = [next(iterator)[fields.OBSERVATION].numpy() for _ in range(30)]
+  np.testing.assert_array_equal(np.stack(after), np.stack(again))
+  from_numpy = [b[fields.OBSERVATION] for _, b in zip(range(35), streams.as_numpy(make()))]
+  np.testing.assert_array_equal(np.stack(from_numpy[5:]), np.stack(after))

@@ -3,8 +3,9 @@
 Parsing and decoding (ZLIB frames: ~200 us each) bound a stream; a cache decodes every step once.
 `open_cache` fills it with one pass over the dataset's files the first time, then every epoch
 reads episodes back as slices of memory-mapped columns (the page cache serves them), or, for units
-that select rows, only their row indices: `RowGather` then takes each block's values from the
-columns with one numpy `take` per field (pages read count as file-backed, reclaimable memory). A cache
+that select rows, only their row indices (streams.row_blocks): `RowGather` then takes each block's
+values from the columns with one numpy `take` per field (pages read count as file-backed,
+reclaimable memory). A cache
 directory holds one raw file per step field (`<path>.bin`, rows of the field's spec), the episode
 row splits and `metadata.json` with the fingerprint of the source (its dataset_info.json and each
 file's name, size and modification time, and the records read from it): a changed source is
@@ -94,14 +95,6 @@ class DecodedCache:
     return nested.unflatten_paths(dict(zip(self.spec, steps))), row_splits
 
 
-  def read_rows(self, episodes: tf.Tensor) -> tuple[dict[str, Any], tf.Tensor]:
-    """Like `read_group`, but every field holds the steps' row indices in the cache (in the
-    graph, no data copied): units that select rows are cut from these and gathered at the exit."""
-    splits = tf.constant(self.row_splits)
-    rows = tf.ragged.range(tf.gather(splits, episodes), tf.gather(splits, episodes + 1))
-    return nested.unflatten_paths({path: rows.flat_values for path in self.spec}), rows.row_splits
-
-
 class RowGather:
   """Blocks of row-index units of cached datasets -> blocks of values, in one numpy `take` per
   field from the memory-mapped columns (the block's permutation applied by the same take)."""
@@ -114,12 +107,19 @@ class RowGather:
     self.spec = {path: caches[0].spec[column] for path, column in unit_columns.items()}
 
   def __call__(self, flat_block: dict[str, np.ndarray], order: np.ndarray) -> dict[str, np.ndarray]:
-    dataset = flat_block[self._dataset_index][order]
-    out = {path: value[order] for path, value in flat_block.items()
+    permuted: dict[int, np.ndarray] = {}  # Fields holding the same array are permuted once.
+
+    def permute(value):
+      if id(value) not in permuted:
+        permuted[id(value)] = value[order]
+      return permuted[id(value)]
+
+    dataset = permute(flat_block[self._dataset_index])
+    out = {path: permute(value) for path, value in flat_block.items()
            if path not in self._unit_columns}
     columns = [cache.columns() for cache in self._caches]
     for path, column in self._unit_columns.items():
-      rows = flat_block[path][order]
+      rows = permute(flat_block[path])
       if len(columns) == 1:
         out[path] = np.take(columns[0][column], rows, axis=0)
         continue
@@ -149,8 +149,10 @@ def _flat_read(cache: DecodedCache, episodes: np.ndarray) -> list[np.ndarray]:
 
 @functools.lru_cache(maxsize=64)
 def _memory_maps(directory: str, columns: tuple, num_steps: int) -> dict[str, np.ndarray]:
+  # Plain ndarray views of the maps: what is taken or sliced from them is a plain ndarray too
+  # (np.memmap's own __getitem__/__array_finalize__ cost microseconds per batch and field).
   return {path: np.memmap(os.path.join(directory, _column_file(path)), dtype=dtype, mode='r',
-                          shape=(num_steps, *shape))
+                          shape=(num_steps, *shape)).view(np.ndarray)
           for path, dtype, shape in columns}
 
 

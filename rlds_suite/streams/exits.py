@@ -6,14 +6,17 @@ per 256-unit batch capped the stream far below the rate at which files are read.
 where they are used: `as_numpy` permutes each block with one numpy `take` per field (the block's
 seeded permutation comes with it) and slices it into batches (views), `Stream.dataset` permutes
 and rebatches the blocks inside tf.data for TensorFlow loops, `tf.train.Checkpoint` and the
-tf.data service (no Python in its graph). Both give the same batches in the same order: batches of `batch_size` consecutive units of the block sequence
-(a batch may span two blocks where a block is not a multiple of it), the last one short unless
-`drop_remainder`.
+tf.data service (no Python in its graph). For cached row-selecting units the numpy exit draws
+each block itself (`Stream.row_blocks`, a function of the block index) and the tf.data exit maps
+the same function over `Dataset.range`. Both give the same batches in the same order: batches of
+`batch_size` consecutive units of the block sequence (a batch may span two blocks where a block is
+not a multiple of it), the last one short unless `drop_remainder`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
@@ -41,6 +44,9 @@ class Stream:
   gather: Optional[cache_lib.RowGather]  # Blocks of cached row indices -> values; or None.
   names: tuple[str, ...]
   files: tuple[tuple[str, ...], ...]  # Per dataset, the files read (to name a corrupt one).
+  # Cached row-selecting units: block index -> the same (block, order) as `blocks` gives, drawn
+  # in numpy (streams.row_blocks); the numpy exit calls it directly, without tf.data.
+  row_blocks: Optional[Callable[[int], Any]] = None
 
   @property
   def dataset(self) -> tf.data.Dataset:
@@ -70,8 +76,13 @@ class Stream:
 
   def numpy_batches(self) -> Iterator[Any]:
     """Batches as nested numpy arrays, cut from the permuted blocks in numpy."""
-    files = [f for group in self.files for f in group]
-    blocks = reading.numpy_groups(self.blocks, files, ', '.join(self.names))
+    if self.row_blocks is not None:
+      count = self.row_blocks.num_blocks
+      indices = itertools.count() if count is None else range(count)
+      blocks = (self.row_blocks(index) for index in indices)
+    else:
+      files = [f for group in self.files for f in group]
+      blocks = reading.numpy_groups(self.blocks, files, ', '.join(self.names))
     return cut_batches(self._permute_each(blocks), self.batch_size, self.drop_remainder)
 
   def _gathered(self, block: Any, order: tf.Tensor) -> Any:

@@ -11,23 +11,30 @@ Per dataset, one host reads its shard of episodes and:
   4. hands out consecutive units (crossing episode boundaries; units themselves never do) as its
      piece of each block.
 With `cache_dir`, steps 1-3 read decoded episodes from the dataset's cache (`streams.cache`) in a
-fully shuffled episode order instead; for units that only select rows (steps, transitions, pairs)
-the pipeline then carries the steps' row indices in the cache, and the exit gathers the values of
-each block once from the memory maps (`cache.RowGather`). A block holds `Shuffle.units` units (`batch_size` without
-shuffling), fewer when the memory budget requires: dataset i gives c_i of them, the counts drawn
-per block by `Mix.weights` in chunks of `Mix.granularity` units (a multinomial draw; a seeded
-schedule that repeats every `SCHEDULE_BLOCKS` blocks, the same on every shard). The pieces are
-concatenated and the block is permuted with a stateless seeded permutation: a block is one tf.data
-element, cut into batches by the exit (`streams.exits`: numpy or tf.data). Everything per step
-happens in vectorised ops on groups of episodes and blocks: tf.data handles one element per group
-of episodes and per block, never one per episode, batch or unit.
+fully shuffled episode order instead. For units that only select rows (steps, transitions, pairs)
+of cached datasets of one spec, no tf.data pipeline is built per dataset: the units of each
+dataset are cut once as row indices into its cache, each pass takes them a whole episode at a
+time in a seeded random episode order, and block b is drawn in numpy from b alone
+(`streams.row_blocks`, with the same schedule, exhaustion and per-shard unit counts as below);
+the exit gathers each block's values once from the memory maps (`cache.RowGather`).
+
+A block holds `Shuffle.units` units (`batch_size` without shuffling), fewer when the memory budget
+requires: dataset i gives c_i of them, the counts drawn per block by `Mix.weights` in chunks of
+`Mix.granularity` units (a multinomial draw; a seeded schedule that repeats every `SCHEDULE_BLOCKS`
+blocks, the same on every shard). The pieces are concatenated and the block is permuted with a
+stateless seeded permutation: a block is one tf.data element, cut into batches by the exit
+(`streams.exits`: numpy or tf.data). Everything per step happens in vectorised ops on groups of
+episodes and blocks: tf.data handles one element per group of episodes and per block, never one per
+episode, batch or unit.
 
 Shuffle semantics: the episode buffer holds `Shuffle.episodes` serialized episodes; the block holds
 `Shuffle.units` units. Within a block every order is equally likely, so two consecutive elements of
 a batch are any two units of the block: from the same episode or from episodes up to about
 `Shuffle.episodes + Shuffle.units / (shortest episode)` read positions apart. Two units more than
 one block apart in the stream come from different blocks. Memory is bounded by the buffers, each
-sized in bytes against `Shuffle.memory_budget` (`streams.budget`), never by the dataset size.
+sized in bytes against `Shuffle.memory_budget` (`streams.budget`), never by the dataset size
+(except the row indices of cached row-selecting units: 4 bytes per unit and distinct field, and
+per unit of the two passes in use).
 Every random choice is seeded from `seed`, so a seed makes the whole stream reproducible;
 `seed=None` draws one.
 """
@@ -52,6 +59,7 @@ from rlds_suite.streams import cache as cache_lib
 from rlds_suite.streams import catalog as catalog_lib
 from rlds_suite.streams import exits
 from rlds_suite.streams import reading
+from rlds_suite.streams import row_blocks as row_blocks_lib
 from rlds_suite.streams import units as units_lib
 from rlds_suite.tfds import datasets as datasets_lib
 
@@ -328,12 +336,29 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
       episode_cost=[steps * cost for (_, steps), cost in zip(episode_stats, step_costs)],
       file_buffer_bytes=reading.READ_CYCLE_LENGTH * reading.READ_BUFFER_BYTES)
 
+  weights = weights if weights is not None else [1.0] * len(sources)
+  # The same schedule on every shard: equal unit counts then give equal batch counts.
+  schedule = mix_schedule(sizes.block_units, weights, mix.granularity, _seed(seed, 3))
+  permute_seed = None if shuffle is None else _seed(seed, shard_index, 2)
+  names = tuple(d.name for d in resolved)
+  files = tuple(tuple(f.filename for f in s.files) for s in sources)
+  options = _options(sizes.memory_budget, cache_dir is not None)
+  if gather is not None:
+    row_blocks = _row_blocks(sources, projections, unit, schedule, mix.exhaustion,
+                             [_seed(seed, i, shard_index, 1) for i in range(len(sources))],
+                             permute_seed, shuffle is not None)
+    spec = {path: tf.TensorSpec([None], tf.int64) for path in gather.spec}
+    spec.update({DATASET_INDEX: tf.TensorSpec([None], tf.int32),
+                 EPOCH: tf.TensorSpec([None], tf.int64)})
+    blocks = row_blocks.dataset(spec).prefetch(1).with_options(options)
+    return exits.Stream(blocks, batch_size, drop_remainder, sizes, gather, names, files,
+                        row_blocks)
+
   unit_streams = []
   for index, (source, project, dataset_sizes) in enumerate(
       zip(sources, projections, sizes.datasets)):
     groups = source.groups(shuffle is not None, repeat, dataset_sizes,
-                           seed=lambda stage, i=index: _seed(seed, i, shard_index, stage),
-                           rows_only=gather is not None, block_units=sizes.block_units)
+                           seed=lambda stage, i=index: _seed(seed, i, shard_index, stage))
 
     def to_units(positions, steps, row_splits, index=index, project=project,
                  epoch_size=source.epoch_size):
@@ -348,15 +373,22 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
       units = _truncate(units, source.limit)
     unit_streams.append(units)
 
-  weights = weights if weights is not None else [1.0] * len(unit_streams)
-  # The same schedule on every shard: equal unit counts then give equal batch counts.
-  schedule = mix_schedule(sizes.block_units, weights, mix.granularity, _seed(seed, 3))
-  blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion,
-                       None if shuffle is None else _seed(seed, shard_index, 2))
-  blocks = blocks.prefetch(1).with_options(_options(sizes.memory_budget, cache_dir is not None))
-  return exits.Stream(blocks, batch_size, drop_remainder, sizes, gather,
-                      tuple(d.name for d in resolved),
-                      tuple(tuple(f.filename for f in s.files) for s in sources))
+  blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion, permute_seed)
+  blocks = blocks.prefetch(1).with_options(options)
+  return exits.Stream(blocks, batch_size, drop_remainder, sizes, gather, names, files)
+
+
+def _row_blocks(sources: Sequence['_Source'], projections, unit: units_lib.Unit,
+                schedule: np.ndarray, exhaustion: Exhaustion, epoch_seeds: Sequence[int],
+                permute_seed: Optional[int], shuffle: bool) -> row_blocks_lib.RowBlocks:
+  """Blocks of row-index units of cached datasets, drawn in numpy (streams.row_blocks)."""
+  tables = [row_blocks_lib.UnitTable.cut(unit, project, list(s.cache.spec), s.cache.row_splits)
+            for s, project in zip(sources, projections)]
+  return row_blocks_lib.RowBlocks(
+      tables, schedule, repeat=exhaustion is Exhaustion.REPEAT,
+      stop=exhaustion is Exhaustion.STOP, limits=[s.limit for s in sources],
+      epoch_seeds=epoch_seeds, permute_seed=permute_seed, shuffle=shuffle,
+      dataset_index=DATASET_INDEX, epoch=EPOCH)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -382,30 +414,25 @@ class _Source:
     steps_per_byte = float(sample[1][-1]) / max(len(sample[0][0]), 1)
     return serialized, serialized * steps_per_byte
 
-  def groups(self, shuffle: bool, repeat: bool, sizes: budget.DatasetSizes, seed,
-             rows_only: bool = False, block_units: int = 0) -> tf.data.Dataset:
+  def groups(self, shuffle: bool, repeat: bool, sizes: budget.DatasetSizes,
+             seed) -> tf.data.Dataset:
     """(positions [k] in the stream of episodes, steps [N, ...], row splits [k + 1]) of groups
-    of episodes, shuffled as the module docstring says. `rows_only`: the cached steps' row
-    indices stand for their values."""
+    of episodes, shuffled as the module docstring says."""
     if self.cache is not None:  # Any order is as cheap as any other: all episodes shuffled.
       episodes = tf.data.Dataset.range(self.cache.num_episodes)
       if shuffle:
         episodes = episodes.shuffle(self.cache.num_episodes, seed=seed(1),
                                     reshuffle_each_iteration=True)
-      read = self.cache.read_rows if rows_only else self.cache.read_group
+      read = self.cache.read_group
     else:
       shuffle_files = shuffle and not self.dataset.builder.info.disable_shuffling
       episodes = reading.serialized_episodes(self.files, shuffle_files=shuffle_files, seed=seed(0))
       if shuffle:
         episodes = episodes.shuffle(sizes.episodes, seed=seed(1), reshuffle_each_iteration=True)
       read = self.parser
-    group = sizes.group_episodes
-    if rows_only:  # Row indices are small: a block's worth of episodes per group.
-      mean_steps = self.cache.row_splits[-1] / max(self.cache.num_episodes, 1)
-      group = max(group, int(np.ceil(block_units / max(mean_steps, 1))))
     if repeat:
       episodes = episodes.repeat()
-    return episodes.enumerate().batch(group).map(
+    return episodes.enumerate().batch(sizes.group_episodes).map(
         lambda positions, group: (positions, *read(group)))
 
 
