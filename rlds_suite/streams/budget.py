@@ -34,7 +34,9 @@ GROUPS_IN_FLIGHT = PARSE_PARALLELISM + 2
 # prefetched, and at the consumer the block read, its permuted copy and the previous permuted block
 # (the last batch handed out is a view into it).
 BLOCKS_IN_FLIGHT = 6
-HEADROOM = 0.15
+# Measured: peak RSS over the counted buffers reached ~35% of them for 84x84x4 transitions on two
+# loaded cores (tf.data's autotuned threads, decode temporaries, allocator slack).
+HEADROOM = 0.3
 _LOG = logging.getLogger(__name__)
 MIB = float(1 << 20)
 
