@@ -1,7 +1,11 @@
-"""Shared helpers for recording tests: a dm_env wrapper that tapes what the environment returned."""
+"""Shared helpers for recording tests: a dm_env wrapper that tapes what the environment returned,
+and starting tests/recording_child.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import dm_env
@@ -68,3 +72,14 @@ def assert_matches_tape(episode: dict, taped: list, observation=lambda o: o) -> 
   if terminated:
     expected_discount[-2:] = 0
   np.testing.assert_array_equal(steps['discount'], expected_discount)
+
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start_recording_child(directory, per_shard, *options) -> subprocess.Popen:
+  """Starts tests/recording_child.py; `options`: flush_seconds, seconds per step."""
+  env = {**os.environ, 'PYTHONPATH': _REPO, 'TF_CPP_MIN_LOG_LEVEL': '3'}
+  return subprocess.Popen([sys.executable, os.path.join(_REPO, 'tests', 'recording_child.py'),
+                           str(directory), str(per_shard), *options], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -28,7 +28,7 @@ from rlds_suite.recording import recovery
 from rlds_suite.recording import shards
 from tests.recording_helpers import read_episodes
 from tests.recording_child import Counter
-from tests.test_recording_signals import _start
+from tests.recording_helpers import start_recording_child as _start
 
 UNFINISHED = '.counter-train.tfrecord-00000' + shards.IN_PROGRESS_SUFFIX  # The child's.
 CARTPOLE_UNFINISHED = '.cartpole-train.tfrecord-00000' + shards.IN_PROGRESS_SUFFIX

@@ -10,16 +10,9 @@ import tensorflow_datasets as tfds
 
 import rlds_suite
 from tests.recording_helpers import read_episodes
+from tests.recording_helpers import start_recording_child as _start
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _start(directory, per_shard, *options):
-  """Starts tests/recording_child.py; `options`: flush_seconds, seconds per step."""
-  env = {**os.environ, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '3'}
-  return subprocess.Popen([sys.executable, os.path.join(REPO, 'tests', 'recording_child.py'),
-                           str(directory), str(per_shard), *options], env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def _wait_for_episodes(directory, process, count, timeout=120):
