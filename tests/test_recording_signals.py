@@ -12,7 +12,6 @@ import rlds_suite
 from tests.recording_helpers import read_episodes
 from tests.recording_helpers import start_recording_child as _start
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _wait_for_episodes(directory, process, count, timeout=120):
