@@ -2,8 +2,6 @@
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import tensorflow_datasets as tfds
@@ -11,7 +9,6 @@ import tensorflow_datasets as tfds
 import rlds_suite
 from tests.recording_helpers import read_episodes
 from tests.recording_helpers import start_recording_child as _start
-
 
 
 def _wait_for_episodes(directory, process, count, timeout=120):
