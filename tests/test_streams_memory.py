@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from rlds_suite.core import episodes
 from rlds_suite.tfds import datasets

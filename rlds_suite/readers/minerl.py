@@ -28,7 +28,7 @@ import dataclasses
 import enum
 import json
 import pathlib
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 import numpy as np
 
