@@ -3,7 +3,7 @@
 Episodes of a counting environment terminate after 50 actions (discount 0); each step sleeps 1 ms
 (or argv[4] seconds: slow episodes) so the parent can signal mid-episode. argv[2]: max episodes per
 shard; argv[3] (optional): the writer's flush_seconds. Appends one line per started episode to
-argv[1] + '.progress'.
+argv[1] + '.progress' once an episode's first action is recorded.
 """
 
 import sys
@@ -48,7 +48,9 @@ def main():
   progress = open(directory + '.progress', 'a', buffering=1)
 
   def policy(timestep):
-    if timestep.first():
+    # Marked once the episode's first action is recorded: a signal after the mark finds an episode
+    # with an action to write (one of only a reset is not an episode RLDSWriter keeps).
+    if timestep.step_type == dm_env.StepType.MID and timestep.observation == 1:
       progress.write('episode\n')
     return 0
 
