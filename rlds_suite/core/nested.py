@@ -141,11 +141,11 @@ def flatten_paths(structure: Mapping[str, Any], prefix: str = '') -> dict[str, A
   return flat
 
 
-def unflatten_paths(flat: Mapping[str, Any]) -> dict[str, Any]:
-  """{'a/b': x, 'c': y} -> {'a': {'b': x}, 'c': y}."""
+def unflatten_paths(flat: Mapping[str, Any], separator: str = '/') -> dict[str, Any]:
+  """{'a/b': x, 'c': y} -> {'a': {'b': x}, 'c': y} (paths split at `separator`)."""
   root: dict[str, Any] = {}
   for path, value in flat.items():
-    *parents, leaf = path.split('/')
+    *parents, leaf = path.split(separator)
     node = root
     for part in parents:
       node = node.setdefault(part, {})

@@ -33,6 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.core import nested
 from rlds_suite.core.episodes import BoundaryPolicy, FinalObservation, Trajectory
 from rlds_suite.readers import files
 
@@ -185,14 +186,7 @@ def read_pov(path: pathlib.Path, true_frame_count: int, num_states: int) -> np.n
 
 def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
   """{'inventory$dirt': x} -> {'inventory': {'dirt': x}}, as MineRL's loader nests its keys."""
-  nested: dict[str, Any] = {}
-  for key, value in flat.items():
-    *parents, leaf = key.split('$')
-    node = nested
-    for parent in parents:
-      node = node.setdefault(parent, {})
-    node[leaf] = value
-  return nested
+  return nested.unflatten_paths(flat, separator='$')
 
 
 def _metadata(path: pathlib.Path) -> dict[str, Any]:
