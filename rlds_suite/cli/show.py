@@ -38,7 +38,7 @@ def run(args) -> int:
     raise errors.SchemaError(f'has no episode {args.episode}', path=args.source)
   first = chosen[0][fields.STEPS]
   has_images = bool(rendering.image_paths(nested.row(first[fields.OBSERVATION], 0)))
-  name = os.path.basename(os.path.normpath(args.source)).replace('/', '_')
+  name = os.path.basename(os.path.normpath(args.source))
   out = args.out or f'{name}_episode{args.episode}.{"gif" if has_images else "png"}'
   if has_images:
     rendered = rendering.render_episode(first)

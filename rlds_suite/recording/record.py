@@ -12,6 +12,7 @@ import dm_env
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.core import progress as progress_lib
 from rlds_suite.recording import backend as backend_lib
 from rlds_suite.recording import signals
 
@@ -101,9 +102,7 @@ def record(env: Union[str, dm_env.Environment],
           timestep = logged.step(policy(timestep))
           actions += 1
         steps += actions
-        bar.set_postfix_str(f'{steps} steps, {steps / max(bar.format_dict["elapsed"], 1e-9):.0f} '
-                            'steps/s', refresh=False)
-        bar.update(1)
+        progress_lib.count_episode(bar, steps)
       writer.close()
   finally:
     bar.close()

@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds
 
 import rlds_suite
 
+from rlds_suite.core import progress
 from rlds_suite.tfds import provenance
 
 
@@ -70,9 +71,7 @@ def _progress(examples: Iterator[Any], description: str) -> Iterator[Any]:
     for key_and_example in examples:
       example = key_and_example[1] if isinstance(key_and_example, tuple) else key_and_example
       steps += _num_steps(example)
-      bar.set_postfix_str(f'{steps} steps, {steps / max(bar.format_dict["elapsed"], 1e-9):.0f} '
-                          'steps/s', refresh=False)
-      bar.update(1)
+      progress.count_episode(bar, steps)
       yield key_and_example
 
 
