@@ -57,15 +57,13 @@ _LAZY = {'validate': 'rlds_suite.tfds.datasets', 'RLDSWriter': 'rlds_suite.recor
          'record': 'rlds_suite.recording', 'stream': 'rlds_suite.streams',
          'load_dict_dataset': 'rlds_suite.streams', 'as_numpy': 'rlds_suite.streams',
          'write_episodes': 'rlds_suite.tfds.writing'}
-_LAZY_MODULES = {'builders': 'rlds_suite.builders', 'streams': 'rlds_suite.streams'}
 
 
 def __getattr__(name):
   if name in _LAZY:
     return getattr(_importlib.import_module(_LAZY[name]), name)
-  if name in _LAZY_MODULES:
-    return _importlib.import_module(_LAZY_MODULES[name])
-  if (_pathlib.Path(__file__).parent / name / '__init__.py').exists():  # rlds_suite.tfds, .core, ...
+  # Subpackages (rlds_suite.streams, .tfds, .builders, ...), wherever __path__ finds them.
+  if any((_pathlib.Path(path) / name / '__init__.py').exists() for path in __path__):
     return _importlib.import_module(f'{__name__}.{name}')
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
