@@ -50,10 +50,10 @@ def entries() -> list[BuilderEntry]:
   return result
 
 
-def full_names() -> list[str]:
-  """'builder' and 'builder/config' for every builder of ours."""
+def full_names(listed: Optional[list[BuilderEntry]] = None) -> list[str]:
+  """'builder' and 'builder/config' for every builder of ours (or of `listed`)."""
   names = []
-  for entry in entries():
+  for entry in entries() if listed is None else listed:
     names.append(entry.name)
     names.extend(f'{entry.name}/{config}' for config in entry.configs)
   return names
@@ -69,26 +69,27 @@ def check_name(name: str) -> None:
     raise errors.EmptyInputError('no such directory (and not a registered dataset name)',
                                  path=name)
   parts = name.split(':')[0].split('/')
-  ours = {entry.name: entry for entry in entries()}
+  listed = entries()
+  ours = {entry.name: entry for entry in listed}
   builder = parts[0]
   if builder in ours:
     config = parts[1] if len(parts) > 1 and not parts[1][:1].isdigit() else None
     if config is None or config in ours[builder].configs or _configured_by_name(builder, config):
       return
     raise errors.UnresolvedDatasetError(
-        f'{builder} has no config {config!r}{_suggest(f"{builder}/{config}", full_names())}',
+        f'{builder} has no config {config!r}{_suggest(f"{builder}/{config}", full_names(listed))}',
         path=name)
-  if builder in tfds.list_builders(with_community_datasets=False):
+  others = list(tfds.list_builders(with_community_datasets=False))
+  if builder in others:
     return
   raise errors.UnresolvedDatasetError(
       f'no registered dataset {builder!r} and no such directory'
-      f'{_suggest(name, full_names() + list(tfds.list_builders(with_community_datasets=False)))}'
-      f' (rlds-suite list shows them all)', path=name)
+      f'{_suggest(name, full_names(listed) + others)} (rlds-suite list shows them all)', path=name)
 
 
 def _configured_by_name(builder: str, config: str) -> bool:
   """Whether a builder without listed configs makes one from any name (e.g. minari/<id>)."""
-  cls = next(c for c in builder_classes() if c.name == builder)
+  cls = tfds.builder_cls(builder)
   if cls.BUILDER_CONFIGS:
     return False
   try:
