@@ -1,0 +1,57 @@
+"""Prints one closing line for the README's test command: the tests run by pytest and by Bazel.
+
+Bazel reports test targets (one per file); the tests inside them are in each target's JUnit
+report (bazel-testlogs/<target>/test.xml, written by tools/bazel/pytest_runner.py). Counting those
+and pytest's own report gives `N passed, N failed, N skipped` over every test, each run once.
+
+  python3 tools/test_summary.py PYTEST_JUNIT_XML [BAZEL_TESTLOGS_DIR]
+"""
+
+from __future__ import annotations
+
+import collections
+import pathlib
+import sys
+import xml.etree.ElementTree as ElementTree
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def outcomes(report: pathlib.Path) -> collections.Counter:
+  """Counts passed/failed/skipped test cases in one JUnit XML report."""
+  counts = collections.Counter()
+  for case in ElementTree.parse(report).getroot().iter('testcase'):
+    tags = {child.tag for child in case}
+    if tags & {'failure', 'error'}:
+      counts['failed'] += 1
+    elif 'skipped' in tags:
+      counts['skipped'] += 1
+    else:
+      counts['passed'] += 1
+  return counts
+
+
+def bazel_reports(testlogs: pathlib.Path) -> list[pathlib.Path]:
+  """The JUnit reports of Bazel targets whose test file still exists (old targets' logs stay)."""
+  reports = []
+  for report in sorted(testlogs.glob('**/test.xml')):
+    target = report.parent.relative_to(testlogs)
+    if (REPO / f'{target}.py').is_file():
+      reports.append(report)
+  return reports
+
+
+def main(argv: list[str]) -> int:
+  pytest_report = pathlib.Path(argv[1])
+  testlogs = pathlib.Path(argv[2]) if len(argv) > 2 else REPO / 'bazel-testlogs'
+  counts = outcomes(pytest_report) if pytest_report.is_file() else collections.Counter()
+  reports = bazel_reports(testlogs) if testlogs.is_dir() else []
+  for report in reports:
+    counts += outcomes(report)
+  print(f'(pytest: {pytest_report.name}; Bazel: {len(reports)} targets\' reports)')
+  print(f'{counts["passed"]} passed, {counts["failed"]} failed, {counts["skipped"]} skipped')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))
