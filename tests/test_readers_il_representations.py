@@ -112,12 +112,138 @@ def test_malformed_shards_are_named(tmp_path):
   with pytest.raises(errors.SchemaError, match='first.tar.zst: the first member must be '
                      "_metadata.meta.pickle, found 'frame_000.obs.pickle'"):
     il_representations.read_shard(first)
-  order = raw_shard(tmp_path / 'order.tar.zst', ['_metadata.meta.pickle', 'frame_001.obs.pickle',
-                                                 'frame_000.obs.pickle'])
+  order = raw_shard(tmp_path / 'order.tar.zst', ['_metadata.meta.pickle', 'frame_000.obs.pickle',
+                                                 'frame_001.obs.pickle', 'frame_000.obs.pickle'])
   with pytest.raises(errors.SchemaError, match='frame 0 comes after frame 1'):
     il_representations.read_shard(order)
+  late = raw_shard(tmp_path / 'late.tar.zst', ['_metadata.meta.pickle', 'frame_001.obs.pickle'])
+  with pytest.raises(errors.SchemaError, match='late.tar.zst: frame_001.obs.pickle: the first frame '
+                     'is 1'):
+    il_representations.read_shard(late)
+  skipped = raw_shard(tmp_path / 'skipped.tar.zst', ['_metadata.meta.pickle', 'frame_000.obs.pickle',
+                                                     'frame_002.obs.pickle'])
+  with pytest.raises(errors.SchemaError, match='frame_002.obs.pickle: frame 2 comes after frame 0'):
+    il_representations.read_shard(skipped)
+  twice = raw_shard(tmp_path / 'twice.tar.zst', ['_metadata.meta.pickle', 'frame_000.obs.pickle',
+                                                 'frame_000.obs.pickle'])
+  with pytest.raises(errors.SchemaError, match='frame_000.obs.pickle: member stored twice'):
+    il_representations.read_shard(twice)
   frames = list(_pong_like(1, length=4))
   del frames[2]['acts']
   _write(tmp_path / 'gap.tar.zst', frames)
-  with pytest.raises(errors.SchemaError, match=r"gap.tar.zst: acts: transition 2 has no \['acts'\]"):
+  with pytest.raises(errors.SchemaError,
+                     match=r"gap.tar.zst: frame_002.acts.pickle: frame 2 has no \['acts'\] member"):
     il_representations.read_trajectories(tmp_path / 'gap.tar.zst')
+
+
+def _tar_shard(path, members):
+  """A zstd tar of `members`: (TarInfo, bytes or None), the metadata member first."""
+  import io  # pylint: disable=g-import-not-at-top
+  import pickle  # pylint: disable=g-import-not-at-top
+  import tarfile  # pylint: disable=g-import-not-at-top
+  import zstandard  # pylint: disable=g-import-not-at-top
+  buffer = io.BytesIO()
+  with tarfile.open(fileobj=buffer, mode='w') as tar:
+    meta = pickle.dumps({'env_cfg': {'benchmark_name': 'atari'}})
+    info = tarfile.TarInfo('_metadata.meta.pickle')
+    info.size = len(meta)
+    tar.addfile(info, io.BytesIO(meta))
+    for info, data in members:
+      tar.addfile(info, None if data is None else io.BytesIO(data))
+  path.write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(buffer.getvalue()))
+  return path
+
+
+def _file_member(name, data):
+  import tarfile  # pylint: disable=g-import-not-at-top
+  info = tarfile.TarInfo(name)
+  info.size = len(data)
+  return info, data
+
+
+def _frame_members(index, keys=('obs', 'next_obs', 'acts', 'dones')):
+  import pickle  # pylint: disable=g-import-not-at-top
+  values = {'obs': np.zeros((4, 84, 84), np.uint8), 'next_obs': np.zeros((4, 84, 84), np.uint8),
+            'acts': np.int64(0), 'dones': np.bool_(False), 'rews': np.float64(1.0)}
+  return [_file_member(f'frame_{index:03d}.{key}.pickle', pickle.dumps(values[key]))
+          for key in keys]
+
+
+def test_a_column_missing_from_some_frames_is_refused(tmp_path):
+  # frame_000 has no rews while the others do: before, has_rewards was False and every reward lost.
+  members = _frame_members(0) + _frame_members(1, ('obs', 'next_obs', 'acts', 'dones', 'rews'))
+  shard = _tar_shard(tmp_path / 'norews0.tar.zst', members)
+  with pytest.raises(errors.SchemaError, match=r'norews0.tar.zst: frame_001.rews.pickle: frame 1 has '
+                     r"a \['rews'\] member, frame 0 has none"):
+    il_representations.read(shard)
+  with pytest.raises(errors.SchemaError, match='frame_001.rews.pickle'):
+    il_representations.read_shard(shard)
+
+
+def test_a_symlinked_or_hardlinked_member_is_refused(tmp_path):
+  import tarfile  # pylint: disable=g-import-not-at-top
+  for kind, name in ((tarfile.SYMTYPE, 'symlink'), (tarfile.LNKTYPE, 'hardlink')):
+    link = tarfile.TarInfo('frame_000.rews.pickle')
+    link.type = kind
+    link.linkname = '/etc/passwd' if kind == tarfile.SYMTYPE else 'frame_000.obs.pickle'
+    members = _frame_members(0) + [(link, None)] + _frame_members(1, ('obs', 'next_obs', 'acts',
+                                                                      'dones', 'rews'))
+    shard = _tar_shard(tmp_path / f'{name}.tar.zst', members)
+    with pytest.raises(errors.SchemaError,
+                       match=f'{name}.tar.zst: frame_000.rews.pickle: the member is a {name}'):
+      il_representations.read(shard)
+
+
+@pytest.mark.parametrize('name', ['../frame_000.rews.pickle', '/tmp/frame_000.rews.pickle',
+                                  'a/../../frame_000.rews.pickle'])
+def test_unsafe_member_names_are_refused_and_nothing_is_written(tmp_path, name):
+  import pickle  # pylint: disable=g-import-not-at-top
+  work = tmp_path / 'work'
+  work.mkdir()
+  members = _frame_members(0) + [_file_member(name, pickle.dumps(np.float64(1.0)))]
+  shard = _tar_shard(work / 'unsafe.tar.zst', members)
+  with pytest.raises(errors.SchemaError, match='unsafe member name'):
+    il_representations.read(shard)
+  assert sorted(p.name for p in tmp_path.rglob('*')) == ['unsafe.tar.zst', 'work']
+  assert not (tmp_path / 'frame_000.rews.pickle').exists()
+
+
+def test_members_are_checked_by_name_before_their_data_is_read(tmp_path):
+  import io  # pylint: disable=g-import-not-at-top
+  import pickle  # pylint: disable=g-import-not-at-top
+  import tarfile  # pylint: disable=g-import-not-at-top
+  import tracemalloc  # pylint: disable=g-import-not-at-top
+  import zstandard  # pylint: disable=g-import-not-at-top
+  junk_bytes = 96 << 20
+  path = tmp_path / 'junk.tar.zst'
+  with open(path, 'wb') as raw, \
+      zstandard.ZstdCompressor().stream_writer(raw) as compressed, \
+      tarfile.open(fileobj=compressed, mode='w|') as tar:
+    for info, data in [_file_member('_metadata.meta.pickle',
+                                    pickle.dumps({'env_cfg': {'benchmark_name': 'atari'}}))]:
+      tar.addfile(info, io.BytesIO(data))
+    junk = tarfile.TarInfo('junk.bin')
+    junk.size = junk_bytes
+
+    class Zeros(io.RawIOBase):
+      left = junk_bytes
+
+      def readable(self):
+        return True
+
+      def readinto(self, b):
+        n = min(len(b), self.left)
+        b[:n] = bytes(n)
+        self.left -= n
+        return n
+
+    tar.addfile(junk, io.BufferedReader(Zeros()))
+    for info, data in _frame_members(0):
+      tar.addfile(info, io.BytesIO(data))
+  assert path.stat().st_size < junk_bytes // 100
+  tracemalloc.start()
+  shard = il_representations.read(path)
+  _, peak = tracemalloc.get_traced_memory()
+  tracemalloc.stop()
+  assert len(shard.trajectories) == 1
+  assert peak < 16 << 20, peak  # The junk member was passed over, not read whole (96 MiB).

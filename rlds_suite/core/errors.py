@@ -33,6 +33,11 @@ class CorruptFileError(NativeFormatError):
   """The file is truncated or its compression/container is damaged."""
 
 
+class SizeLimitError(NativeFormatError):
+  """Compressed data expands, or a header declares a size, beyond what the file can hold
+  (a decompression bomb, or a limit to raise: see rlds_suite.readers.files.EXPANSION_FACTOR)."""
+
+
 class SchemaError(NativeFormatError):
   """The file is readable but lacks a field, or a field has the wrong type or shape."""
 

@@ -6,14 +6,14 @@ rows as asked, so memory is bounded by the block, not by the file.
 
 from __future__ import annotations
 
-import gzip
+import math
 import os
-import zlib
 from typing import IO, Optional
 
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.readers import files
 
 
 class GzipNpyRows:
@@ -30,31 +30,25 @@ class GzipNpyRows:
     self._file: Optional[IO[bytes]] = None
     self._position = 0
     try:
-      self._file = gzip.open(self.path, 'rb')
-      version = np.lib.format.read_magic(self._file)
-      if version == (1, 0):
-        shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(self._file)
-      elif version == (2, 0):
-        shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(self._file)
-      else:
-        raise errors.SchemaError(f'unsupported .npy format version {version}', path=self.path,
-                                 field=field)
-    except FileNotFoundError as e:
-      raise errors.SchemaError('file is missing', path=self.path, field=field) from e
-    except (EOFError, gzip.BadGzipFile, zlib.error, ValueError) as e:
+      self._file = files.gzip_stream(self.path)
+      with errors.located(self.path):
+        header = files.read_npy_header(self._file, field=field)
+        if header.fortran_order or header.dtype.hasobject or not header.shape:
+          raise errors.SchemaError(
+              f'expected a C-ordered numeric array with rows, got shape {header.shape} dtype '
+              f'{header.dtype} fortran_order={header.fortran_order}', field=field)
+        left = files.expansion_left(self._file)
+        if header.data_bytes > left:
+          raise files.size_limit_error(header.data_bytes, left, field=field,
+                                       what='the .npy header declares')
+    except errors.RLDSSuiteError as e:
       self.close()
-      raise errors.CorruptFileError(f'damaged or truncated gzip .npy header: {e}', path=self.path,
-                                    field=field) from e
-    if fortran_order or dtype.hasobject or not shape:
-      self.close()
-      raise errors.SchemaError(f'expected a C-ordered numeric array with rows, got shape {shape} '
-                               f'dtype {dtype} fortran_order={fortran_order}', path=self.path,
-                               field=field)
-    self.shape = tuple(shape)
-    self.dtype = dtype
-    self.num_rows = shape[0]
-    self.row_shape = tuple(shape[1:])
-    self._row_bytes = int(np.prod(self.row_shape, dtype=np.int64)) * dtype.itemsize
+      raise type(e)(e.problem, path=e.path, field=e.field or field) from e
+    self.shape = header.shape
+    self.dtype = header.dtype
+    self.num_rows = header.shape[0]
+    self.row_shape = header.shape[1:]
+    self._row_bytes = math.prod(self.row_shape) * header.dtype.itemsize
 
   def __enter__(self) -> 'GzipNpyRows':
     return self
@@ -78,9 +72,10 @@ class GzipNpyRows:
     wanted = num_rows * self._row_bytes
     try:
       data = self._file.read(wanted)
-    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
-      raise errors.CorruptFileError(f'damaged or truncated gzip data at row {self._position}: {e}',
-                                    path=self.path, field=self.field) from e
+      if self._position + num_rows == self.num_rows:
+        files.expect_end(self._file, 'the .npy array')  # And the gzip trailer's CRC-32 is checked.
+    except errors.RLDSSuiteError as e:
+      raise type(e)(f'at row {self._position}: {e.problem}', path=self.path, field=self.field) from e
     if len(data) != wanted:
       raise errors.CorruptFileError(
           f'truncated: the header declares {self.num_rows} rows, the data ends at row '
@@ -102,10 +97,13 @@ def load_small(path: errors.PathLike, field: Optional[str] = None) -> np.ndarray
   """A whole (small) gzip'd `.npy` array, e.g. a 0-d counter."""
   path = os.fspath(path)
   try:
-    with gzip.open(path, 'rb') as f:
-      return np.load(f, allow_pickle=False)
-  except FileNotFoundError as e:
-    raise errors.SchemaError('file is missing', path=path, field=field) from e
-  except (EOFError, gzip.BadGzipFile, zlib.error, ValueError, OSError) as e:
-    raise errors.CorruptFileError(f'damaged or truncated gzip .npy: {e}', path=path,
-                                  field=field) from e
+    with files.open_gzip(path) as f, errors.located(path):
+      header = files.read_npy_header(f, field=field)
+      if header.dtype.hasobject:
+        raise errors.SchemaError(f'expected a numeric array, got {header.dtype}', field=field)
+      array = files.read_npy_data(f, header, available=None, limit=files.expansion_left(f),
+                                  field=field)
+      files.expect_end(f, 'the .npy array', field=field)
+      return array
+  except errors.RLDSSuiteError as e:
+    raise type(e)(e.problem, path=path, field=e.field or field) from e

@@ -37,12 +37,12 @@ import tarfile
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
-import zstandard
 
 from rlds_suite.core import errors
 from rlds_suite.core import nested
 from rlds_suite.core import safe_pickle
 from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, FinalObservation, Trajectory
+from rlds_suite.readers import files
 from rlds_suite.readers import il_representations_tasks as tasks
 
 METADATA_MEMBER = '_metadata.meta.pickle'
@@ -135,17 +135,46 @@ def open_shard(path: errors.PathLike) -> Shard:
 
 
 def _members(path: errors.PathLike) -> Iterator[tuple[str, bytes]]:
-  """(name, bytes) of the shard's tar members, in order, streamed from the zstd stream."""
-  try:
-    with open(path, 'rb') as f, \
-        zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True) as stream, \
-        tarfile.open(fileobj=stream, mode='r|') as archive:
-      for member in archive:
-        if member.isfile():
-          yield member.name, archive.extractfile(member).read()
-        archive.members.clear()  # The stream's TarFile would list every member it read.
-  except (zstandard.ZstdError, tarfile.TarError, EOFError, OSError) as e:
-    raise errors.CorruptFileError(f'damaged or truncated zstd tar shard: {e}', path=path) from e
+  """(name, bytes) of the shard's metadata and frame members, in order, streamed from the zstd
+  stream within its expansion limit.
+
+  Each member's name, type and declared size are checked before its data is read: names with
+  `..` or a leading `/`, links and other non-files are refused (nothing is ever written to disk);
+  members with other names (not `_metadata.meta.pickle` or `frame_NNN.KEY.pickle` of a known KEY)
+  are passed over without being kept. After the archive's end only tar's zero padding may follow.
+  """
+  with files.zstd_stream(path) as stream:
+    try:
+      with tarfile.open(fileobj=stream, mode='r|') as archive:
+        for member in archive:
+          if _wanted_member(member, path, stream):
+            yield member.name, archive.extractfile(member).read()
+          archive.members.clear()  # The stream's TarFile would list every member it read.
+    except (tarfile.TarError, EOFError, OSError) as e:
+      raise errors.CorruptFileError(f'damaged or truncated tar in the zstd shard: {e}',
+                                    path=path) from e
+    files.read_to_end(stream, after='the tar archive', path=path)
+
+
+def _wanted_member(member: tarfile.TarInfo, path: errors.PathLike, stream: Any) -> bool:
+  """Whether `member` is one to read; refuses unsafe names, links and sizes past the limit."""
+  name = member.name
+  if name.startswith('/') or '..' in name.split('/'):
+    raise errors.SchemaError('unsafe member name (absolute or with ..)', path=path, field=name)
+  if member.isdir():
+    return False
+  if not member.isfile():
+    kind = 'a symlink' if member.issym() else 'a hardlink' if member.islnk() else 'not a file'
+    raise errors.SchemaError(f'the member is {kind}: shards hold regular files only', path=path,
+                             field=name)
+  match = _MEMBER.match(name)
+  if name != METADATA_MEMBER and not (match and match.group(2) in REQUIRED_KEYS + OPTIONAL_KEYS):
+    return False
+  left = files.expansion_left(stream)
+  if member.size > left:
+    raise files.size_limit_error(member.size, left, path=path, field=name,
+                                 what='the tar member declares')
+  return True
 
 
 def _metadata(path: errors.PathLike, members: Iterator[tuple[str, bytes]]) -> dict[str, Any]:
@@ -159,21 +188,26 @@ def _metadata(path: errors.PathLike, members: Iterator[tuple[str, bytes]]) -> di
 
 
 def _rows(path: errors.PathLike, members: Iterator[tuple[str, bytes]]) -> Iterator[dict[str, Any]]:
-  """One dict per frame ({key: unpickled value}), in file order."""
+  """One dict per frame ({key: unpickled value}), in file order: frames 0, 1, 2... with their
+  members together, as write_frames writes them (a missing frame would drop a transition)."""
   current, row = -1, {}
   for name, data in members:
     match = _MEMBER.match(name)
     if not match:
       continue
-    index = int(match.group(1))
+    index, key = int(match.group(1)), match.group(2)
     if index != current:
-      if index < current:
-        raise errors.SchemaError(f'frame {index} comes after frame {current}: frames must be in '
-                                 f'order with their members together', path=path, field=name)
+      if index != current + 1:
+        found = (f'the first frame is {index}' if current < 0 else
+                 f'frame {index} comes after frame {current}')
+        raise errors.SchemaError(f'{found}: frames must be numbered from 0 without gaps, in '
+                                 f'order, with their members together', path=path, field=name)
       if row:
         yield row
       current, row = index, {}
-    row[match.group(2)] = safe_pickle.loads(data, source=os.fspath(path))
+    if key in row:
+      raise errors.SchemaError('member stored twice', path=path, field=name)
+    row[key] = safe_pickle.loads(data, source=os.fspath(path))
   if row:
     yield row
 
@@ -182,15 +216,25 @@ def _keys(head: Mapping[str, Any]) -> list[str]:
   """The keys every transition must have: the required ones and the optional ones of the first."""
   for key in REQUIRED_KEYS:
     if key not in head:
-      raise errors.SchemaError('transition 0 has no such member', field=key)
+      raise errors.SchemaError('transition 0 has no such member', field=_member_name(0, key))
   return [k for k in REQUIRED_KEYS + OPTIONAL_KEYS if k in head]
 
 
 def _check_row(row: Mapping[str, Any], keys: Sequence[str], index: int) -> None:
+  """Every frame has the same members: a column present in some frames and not in others (e.g.
+  one frame's rews missing) is refused rather than dropped or filled."""
   missing = [k for k in keys if k not in row]
   if missing:
-    raise errors.SchemaError(f'transition {index} has no {missing} (transition 0 has them)',
-                             field=missing[0])
+    raise errors.SchemaError(f'frame {index} has no {missing} member (frame 0 has)',
+                             field=_member_name(index, missing[0]))
+  extra = [k for k in row if k not in keys]
+  if extra:
+    raise errors.SchemaError(f'frame {index} has a {extra} member, frame 0 has none: a column '
+                             f'must be in every frame or in none', field=_member_name(index, extra[0]))
+
+
+def _member_name(index: int, key: str) -> str:
+  return f'frame_{index:03d}.{key}.pickle'
 
 
 def _trajectories(path: errors.PathLike, rows: Iterable[dict[str, Any]], keys: Sequence[str],

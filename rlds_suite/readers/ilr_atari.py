@@ -22,8 +22,6 @@ import contextlib
 import dataclasses
 import fnmatch
 import pathlib
-import zipfile
-import zlib
 from typing import IO, Any, Iterator, Mapping
 
 import numpy as np
@@ -126,34 +124,15 @@ def _member_length(path: pathlib.Path) -> int:
 def _member(path: pathlib.Path) -> Iterator[tuple[IO[bytes], tuple[int, ...], np.dtype]]:
   """`arr_0.npy` in the archive, positioned after its header: (file, shape, dtype). Damaged zip or
   deflate data, here or while the caller reads, raises CorruptFileError."""
-  try:
-    with zipfile.ZipFile(path) as archive:
-      names = archive.namelist()
-      if f'{MEMBER}.npy' not in names:
-        raise errors.SchemaError(f'missing member {MEMBER!r} (has {sorted(names)})', path=path,
-                                 field=MEMBER)
-      with archive.open(f'{MEMBER}.npy') as f:
-        yield (f, *_read_header(f, path))
-  except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
-    raise errors.CorruptFileError(f'damaged or truncated zip (npz) archive: {e}', path=path,
-                                  field=MEMBER) from e
+  with files.open_zip(path) as archive, \
+      files.zip_member(archive, f'{MEMBER}.npy', field=MEMBER) as f:
+    header = files.read_npy_header(f, field=MEMBER)
+    yield f, header.shape, header.dtype
 
 
 @contextlib.contextmanager
 def _data(path: pathlib.Path) -> Iterator[IO[bytes]]:
+  """The pickled object array; read to the member's end afterwards, which checks its CRC-32."""
   with _member(path) as (f, _, _):
-    yield f
-
-
-def _read_header(f: IO[bytes], path: pathlib.Path) -> tuple[tuple[int, ...], np.dtype]:
-  try:
-    version = np.lib.format.read_magic(f)
-    read = {(1, 0): np.lib.format.read_array_header_1_0,
-            (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-    if read is None:
-      raise errors.SchemaError(f'unsupported .npy format version {version}', path=path,
-                               field=MEMBER)
-    shape, _, dtype = read(f)
-  except ValueError as e:
-    raise errors.CorruptFileError(f'bad .npy header: {e}', path=path, field=MEMBER) from e
-  return shape, dtype
+    yield files.shielded(f)
+    files.read_to_end(f)

@@ -69,7 +69,7 @@ def read_trajectories(path: errors.PathLike, task: Task) -> Iterator[Trajectory]
   path = pathlib.Path(path)
   found = 0
   try:
-    for index, item in enumerate(pickle_stream.iter_list_items(lambda: gzip.open(path),
+    for index, item in enumerate(pickle_stream.iter_list_items(lambda: files.open_gzip(path),
                                                                source=str(path))):
       found += 1
       with errors.located(path):
