@@ -1,4 +1,4 @@
-"""rlds_suite.readers.hdf5: one-read array access with typed errors, and the parallel gzip path."""
+"""rlds_suite.readers.hdf5: array access with typed errors, declared sizes checked, bounded chunks."""
 
 import h5py
 import numpy as np
@@ -34,7 +34,7 @@ def test_parallel_gzip_read_equals_h5py(tmp_path, always_parallel, key):
   chunks = (100,) + ARRAYS[key].shape[1:2] if ARRAYS[key].ndim == 1 else (64, 2)
   path = write(tmp_path / 'a.hdf5', x=(ARRAYS[key], dict(compression='gzip', chunks=chunks)))
   with h5py.File(path, 'r') as f:
-    assert hdf5._read_deflated(f['x']) is not None  # pylint: disable=protected-access
+    assert hdf5._read_chunks(f['x']) is not None  # pylint: disable=protected-access
     array = hdf5.read_array(f, 'x', ranks=(1, 2))
   np.testing.assert_array_equal(array, ARRAYS[key])
   assert array.dtype == ARRAYS[key].dtype
@@ -42,14 +42,26 @@ def test_parallel_gzip_read_equals_h5py(tmp_path, always_parallel, key):
 
 @pytest.mark.parametrize('options', [
     dict(),  # Contiguous.
-    dict(compression='gzip', shuffle=True),
     dict(compression='lzf'),
-    dict(chunks=(10, 7)),  # Chunked without compression.
 ])
 def test_other_layouts_are_read_by_h5py(tmp_path, always_parallel, options):
   path = write(tmp_path / 'a.hdf5', x=(ARRAYS['columns'], options))
   with h5py.File(path, 'r') as f:
-    assert hdf5._read_deflated(f['x']) is None  # pylint: disable=protected-access
+    assert hdf5._read_chunks(f['x']) is None  # pylint: disable=protected-access
+    np.testing.assert_array_equal(hdf5.read_array(f, 'x', ranks=(2,)), ARRAYS['columns'])
+
+
+@pytest.mark.parametrize('parallel', [True, False])
+@pytest.mark.parametrize('options', [
+    dict(compression='gzip', shuffle=True, chunks=(100, 3)),
+    dict(shuffle=True, chunks=(64, 7)),
+    dict(chunks=(10, 7)),  # Chunked without compression.
+])
+def test_shuffled_and_raw_chunks_are_read_chunk_by_chunk(tmp_path, monkeypatch, options, parallel):
+  monkeypatch.setattr(hdf5, 'PARALLEL_READ_BYTES', 0 if parallel else 1 << 40)
+  path = write(tmp_path / 'a.hdf5', x=(ARRAYS['columns'], options))
+  with h5py.File(path, 'r') as f:
+    assert hdf5._read_chunks(f['x']) is not None  # pylint: disable=protected-access
     np.testing.assert_array_equal(hdf5.read_array(f, 'x', ranks=(2,)), ARRAYS['columns'])
 
 
@@ -101,3 +113,31 @@ def test_open_file_errors(tmp_path):
   with pytest.raises(errors.CorruptFileError, match='HDF5'):
     with hdf5.open_file(tmp_path / 'text.hdf5'):
       pass
+
+
+def test_a_dataset_declared_larger_than_its_data_is_refused_before_reading(tmp_path):
+  # 1e9 x 17 float32 declared, nothing written: h5py would allocate 63 GiB of fill values.
+  path = tmp_path / 'declared.hdf5'
+  with h5py.File(path, 'w') as f:
+    f.create_dataset('observations', shape=(10**9, 17), dtype=np.float32, chunks=(1000, 17),
+                     compression='gzip')
+    f.create_dataset('contiguous', shape=(10**9, 17), dtype=np.float32)
+  for key in ('observations', 'contiguous'):
+    with pytest.raises(errors.SizeLimitError,
+                       match=rf'declared.hdf5: {key}: declares float32\[1000000000, 17\] from 0 '
+                       'stored bytes'):
+      with hdf5.open_file(path) as f:
+        hdf5.read_array(f, key, ranks=(2,))
+
+
+def test_a_chunk_that_inflates_past_its_size_is_refused(tmp_path, always_parallel):
+  import zlib  # pylint: disable=g-import-not-at-top
+  path = tmp_path / 'chunk.hdf5'
+  with h5py.File(path, 'w') as f:
+    dataset = f.create_dataset('x', shape=(1000,), dtype=np.float32, chunks=(1000,),
+                               compression='gzip')
+    dataset.id.write_direct_chunk((0,), zlib.compress(bytes(64 << 20), 1))
+  with pytest.raises(errors.CorruptFileError,
+                     match='chunk.hdf5: x: .*does not inflate to its declared 4000 bytes'):
+    with hdf5.open_file(path) as f:
+      hdf5.read_array(f, 'x', ranks=(1,))

@@ -214,3 +214,32 @@ def test_tuple_and_multi_discrete_spaces():
   assert sorted(first.observations) == ['0', '1']
   assert first.observations['1'].min() >= 1 and first.observations['1'].max() <= 4
 
+
+
+@pytest.mark.parametrize('dataset_id', ['cartpole/random-hdf5-v0', 'cartpole/random-arrow-v0'])
+def test_an_episode_missing_from_the_declared_total_is_refused(tmp_path, dataset_id):
+  # metadata.json says total_episodes 4; before, the 3 left were built without a word.
+  import h5py  # pylint: disable=g-import-not-at-top
+  data = _copy(tmp_path, dataset_id)
+  if dataset_id.endswith('hdf5-v0'):
+    with h5py.File(data / 'main_data.hdf5', 'a') as f:
+      del f['episode_2']
+  else:
+    shutil.rmtree(data / '2')
+  with pytest.raises(errors.SchemaError, match=r"total_episodes: metadata.json declares "
+                     r"total_episodes 4, the data holds 3 episodes \(missing \['episode_2'\]"):
+    list(minari_reader.read_trajectories(data))
+  with pytest.raises(errors.SchemaError, match='total_episodes'):
+    minari_reader.episode_ids(minari_reader.read_metadata(data))
+
+
+@pytest.mark.parametrize('dataset_id', ['cartpole/random-hdf5-v0', 'cartpole/random-arrow-v0'])
+def test_steps_differing_from_the_declared_total_are_refused(tmp_path, dataset_id):
+  data = _copy(tmp_path, dataset_id)
+  path = data / 'metadata.json'
+  metadata = json.loads(path.read_text())
+  assert metadata['total_steps'] == 48
+  metadata['total_steps'] = 47
+  path.write_text(json.dumps(metadata))
+  with pytest.raises(errors.SchemaError, match='declares total_steps 47, the episodes hold 48'):
+    list(minari_reader.read_trajectories(data))

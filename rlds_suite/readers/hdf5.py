@@ -14,10 +14,10 @@ from isal import isal_zlib
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.readers import files
 
-# Below this many bytes a dataset is read by h5py in one call; above, its chunks are inflated in
-# parallel: h5py reads and decompresses chunk after chunk in one thread, while ISA-L's inflate
-# (~2.5x zlib's speed) releases the GIL.
+# Below this many bytes a chunked dataset's chunks are inflated one after the other; above, in a
+# thread pool.
 PARALLEL_READ_BYTES = 1 << 22
 
 
@@ -52,11 +52,12 @@ def dataset_names(group: h5py.Group) -> list[str]:
 
 def read_array(group: h5py.Group, key: str, *, ranks: Sequence[int],
                kinds: str = 'biuf') -> np.ndarray:
-  """The whole dataset `key` in one read, after checking its rank and dtype kind.
+  """The whole dataset `key`, after checking its rank, dtype kind and declared size.
 
   `kinds` are numpy dtype kinds ('f' float, 'b' bool, 'i'/'u' integers, 'S' bytes, 'O' strings).
-  Raises SchemaError naming `key` when it is missing or has the wrong rank or kind, and
-  CorruptFileError when its data cannot be read.
+  Raises SchemaError naming `key` when it is missing or has the wrong rank or kind,
+  SizeLimitError when it declares more data than the file can hold (checked before anything is
+  read), and CorruptFileError when its data cannot be read.
   """
   item = group.get(key)
   if not isinstance(item, h5py.Dataset):
@@ -67,45 +68,111 @@ def read_array(group: h5py.Group, key: str, *, ranks: Sequence[int],
                              field=key)
   if item.dtype.kind not in kinds:
     raise errors.SchemaError(f'expected numpy dtype kind in {kinds!r}, got {item.dtype}', field=key)
+  check_declared_size(item)
   try:
-    array = _read_deflated(item)
+    array = _read_chunks(item)
     return item[()] if array is None else array
   except (OSError, zlib.error, isal_zlib.error) as e:
-    raise errors.CorruptFileError(f'cannot read data (truncated file?): {e}', field=key) from e
+    raise errors.CorruptFileError(f'cannot read data (truncated file?): {e}',
+                                  field=_name(item)) from e
 
 
-def _read_deflated(item: h5py.Dataset) -> Optional[np.ndarray]:
-  """A gzip-only chunked numeric dataset, its chunks read raw and inflated in a thread pool.
+def check_declared_size(item: h5py.Dataset) -> None:
+  """Refuses a dataset whose declared shape holds more bytes than its stored data can expand to
+  (files.expansion_limit of its storage, deflate's ratio), or whose storage runs past the end of
+  the file: e.g. 1e9 x 17 floats declared with no data written, which h5py would allocate whole."""
+  stored = item.id.get_storage_size()
+  file_size = os.path.getsize(item.file.filename)
+  if stored > file_size:
+    raise errors.CorruptFileError(f'stores {stored} bytes, more than the whole file ({file_size} '
+                                  f'bytes): truncated?', field=_name(item))
+  limit = files.expansion_limit(stored, files.DEFLATE)
+  if item.nbytes > limit:
+    raise files.size_limit_error(
+        item.nbytes, limit, field=_name(item),
+        what=f'declares {item.dtype}{list(item.shape)} from {stored} stored bytes:')
 
-  None when the dataset does not qualify (small, contiguous, other filters, unwritten chunks): the
-  caller then reads it through h5py. D4RL's writers use exactly gzip, so their files qualify.
+
+def _name(item: h5py.Dataset) -> str:
+  return item.name.lstrip('/')
+
+
+_DEFLATE, _SHUFFLE = h5py.h5z.FILTER_DEFLATE, h5py.h5z.FILTER_SHUFFLE
+
+
+def _read_chunks(item: h5py.Dataset) -> Optional[np.ndarray]:
+  """A chunked numeric dataset stored raw, shuffled and/or deflated (D4RL's and Minari's writers):
+  its chunks read raw, each inflated to at most its declared size, so that a chunk which inflates
+  to gigabytes is refused after one chunk's worth (h5py's own deflate grows its buffer to whatever
+  the stream holds). Unwritten chunks hold the fill value, as h5py reads them. Large datasets are
+  inflated in a thread pool (ISA-L's inflate, ~2.5x zlib's speed, releases the GIL).
+
+  None when the dataset does not qualify (contiguous, other filters): the caller reads it through
+  h5py.
   """
-  if (item.chunks is None or item.dtype.kind not in 'biufc' or item.nbytes < PARALLEL_READ_BYTES
-      or item.compression != 'gzip' or item.shuffle or item.fletcher32 or item.scaleoffset
-      or item.id.get_create_plist().get_nfilters() != 1):
+  if item.chunks is None or item.dtype.kind not in 'biufc':
     return None
-  expected = math.prod(math.ceil(n / c) for n, c in zip(item.shape, item.chunks))
-  if item.id.get_num_chunks() != expected:
+  plist = item.id.get_create_plist()
+  pipeline = [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
+  if not set(pipeline) <= {_DEFLATE, _SHUFFLE}:
     return None
+  chunk_bytes = math.prod(item.chunks) * item.dtype.itemsize
   chunks = []
   item.id.chunk_iter(chunks.append)
-  if len(chunks) != expected or any(chunk.filter_mask for chunk in chunks):
-    return None
-  out = np.empty(item.shape, dtype=item.dtype)
-  chunk_bytes = math.prod(item.chunks) * item.dtype.itemsize
+  expected = math.prod(math.ceil(n / c) for n, c in zip(item.shape, item.chunks))
+  if len(chunks) == expected:
+    out = np.empty(item.shape, dtype=item.dtype)
+  else:
+    out = np.full(item.shape, item.fillvalue, dtype=item.dtype)
   with open(item.file.filename, 'rb') as f:
     fd = f.fileno()
 
-    def inflate(chunk) -> None:
-      raw = isal_zlib.decompress(os.pread(fd, chunk.size, chunk.byte_offset))
-      if len(raw) != chunk_bytes:
-        raise zlib.error(f'chunk at {chunk.chunk_offset} inflates to {len(raw)} bytes, not '
+    def read_chunk(chunk) -> None:
+      data = os.pread(fd, chunk.size, chunk.byte_offset)
+      if len(data) != chunk.size:
+        raise zlib.error(f'chunk at {chunk.chunk_offset} runs past the end of the file')
+      for position in reversed(range(len(pipeline))):
+        if chunk.filter_mask & (1 << position):
+          continue  # HDF5 skipped this (optional) filter for this chunk.
+        if pipeline[position] == _DEFLATE:
+          data = _inflate(data, chunk_bytes, chunk.chunk_offset)
+        else:
+          data = _unshuffle(data, item.dtype.itemsize)
+      if len(data) != chunk_bytes:
+        raise zlib.error(f'chunk at {chunk.chunk_offset} holds {len(data)} bytes, not '
                          f'{chunk_bytes}')
-      data = np.frombuffer(raw, dtype=item.dtype).reshape(item.chunks)
+      array = np.frombuffer(data, dtype=item.dtype).reshape(item.chunks)
       region = tuple(slice(o, min(o + c, n))
                      for o, c, n in zip(chunk.chunk_offset, item.chunks, item.shape))
-      out[region] = data[tuple(slice(0, r.stop - r.start) for r in region)]
+      out[region] = array[tuple(slice(0, r.stop - r.start) for r in region)]
 
-    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
-      list(pool.map(inflate, chunks))
+    if item.nbytes < PARALLEL_READ_BYTES:
+      for chunk in chunks:
+        read_chunk(chunk)
+    else:
+      with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        list(pool.map(read_chunk, chunks))
   return out
+
+
+def _inflate(data: bytes, size: int, offset: tuple[int, ...]) -> bytes:
+  """A deflated chunk, inflated to at most `size` + 1 bytes (more is an error, not an allocation)."""
+  limit = files.expansion_limit(len(data), files.DEFLATE)
+  if size > limit:
+    raise files.size_limit_error(size, limit, what=f'a chunk of {len(data)} bytes at {offset} '
+                                 'declares')
+  inflater = isal_zlib.decompressobj()
+  out = inflater.decompress(data, size + 1)
+  if len(out) > size or not inflater.eof:
+    raise zlib.error(f'chunk at {offset} does not inflate to its declared {size} bytes '
+                     f'({"more" if len(out) > size else "a truncated stream"})')
+  return out
+
+
+def _unshuffle(data: bytes, itemsize: int) -> bytes:
+  """HDF5's shuffle filter undone: byte planes back to items (a tail of < itemsize bytes stays)."""
+  whole = len(data) // itemsize * itemsize
+  if itemsize == 1 or not whole:
+    return data
+  planes = np.frombuffer(data, np.uint8, count=whole).reshape(itemsize, whole // itemsize)
+  return planes.T.tobytes() + data[whole:]

@@ -179,18 +179,64 @@ class EpisodeArrays:
 
 
 def episode_ids(metadata: Metadata) -> list[int]:
-  """The ids of the stored episodes, in order."""
+  """The ids of the stored episodes, in order; they must be the 0..total_episodes-1 and hold the
+  total_steps that metadata.json declares (when it does), so that nothing is silently missing."""
   if metadata.data_format == 'hdf5':
-    with hdf5.open_file(metadata.path / HDF5_FILE) as f:
+    path = metadata.path / HDF5_FILE
+    with hdf5.open_file(path) as f:
       ids = sorted(int(name[len('episode_'):]) for name in f
                    if name.startswith('episode_') and name[len('episode_'):].isdigit())
+      steps = sum(_hdf5_num_steps(f, i) for i in ids)
     if not ids:
-      raise errors.EmptyInputError('no episode_<i> groups', path=metadata.path / HDF5_FILE)
+      raise errors.EmptyInputError('no episode_<i> groups', path=path)
   else:
+    path = metadata.path
     ids = sorted(int(p.name) for p in metadata.path.iterdir() if p.is_dir() and p.name.isdigit())
     if not ids:
       raise errors.EmptyInputError('no <episode>/part-0.arrow directories', path=metadata.path)
+    steps = sum(_arrow_num_steps(metadata.path / str(i) / ARROW_FILE) for i in ids)
+  _check_declared_counts(metadata, ids, steps, path)
   return ids
+
+
+def _check_declared_counts(metadata: Metadata, ids: Sequence[int], steps: int,
+                           path: pathlib.Path) -> None:
+  declared = metadata.raw.get('total_episodes')
+  if declared is not None:
+    expected = set(range(int(declared)))
+    missing, extra = sorted(expected - set(ids)), sorted(set(ids) - expected)
+    if missing or extra:
+      raise errors.SchemaError(
+          f'metadata.json declares total_episodes {declared}, the data holds {len(ids)} episodes '
+          f'(missing {_episode_names(missing)}, beyond the declared ids {_episode_names(extra)})',
+          path=path, field='total_episodes')
+  declared_steps = metadata.raw.get('total_steps')
+  if declared_steps is not None and int(declared_steps) != steps:
+    raise errors.SchemaError(f'metadata.json declares total_steps {declared_steps}, the episodes '
+                             f'hold {steps}', path=path, field='total_steps')
+
+
+def _episode_names(ids: Sequence[int]) -> list[str]:
+  return [f'episode_{i}' for i in ids[:10]]
+
+
+def _hdf5_num_steps(f: h5py.File, i: int) -> int:
+  rewards = f.get(f'episode_{i}/rewards')
+  return rewards.shape[0] if isinstance(rewards, h5py.Dataset) and rewards.ndim else 0
+
+
+def _arrow_num_steps(path: pathlib.Path) -> int:
+  """Rows of an episode's Arrow file less the padding row, from its batches' metadata."""
+  pa = _pyarrow()
+  try:
+    with pa.memory_map(str(path)) as source:
+      reader = pa.ipc.open_file(source)
+      rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+  except FileNotFoundError as e:
+    raise errors.EmptyInputError('missing episode file', path=path) from e
+  except (pa.ArrowInvalid, OSError) as e:
+    raise errors.CorruptFileError(f'not a readable Arrow IPC file: {e}', path=path) from e
+  return max(rows - 1, 0)
 
 
 def read_episodes(metadata: Metadata,
@@ -294,12 +340,7 @@ def _hdf5_space(group: h5py.Group, key: str, space: Space, jpeg: bool, rows: int
 
 
 def _arrow_episode(metadata: Metadata, i: int) -> EpisodeArrays:
-  try:
-    import pyarrow as pa  # pylint: disable=g-import-not-at-top
-    import pyarrow.ipc  # pylint: disable=g-import-not-at-top,unused-import
-  except ImportError as e:
-    raise errors.MissingDependencyError(
-        'reading Minari arrow datasets needs pyarrow: pip install rlds_suite[minari]') from e
+  pa = _pyarrow()
   path = metadata.path / str(i) / ARROW_FILE
   try:
     table = pa.ipc.open_file(str(path)).read_all()
@@ -322,6 +363,16 @@ def _arrow_episode(metadata: Metadata, i: int) -> EpisodeArrays:
         terminations=_arrow_numbers(table, 'terminations', n, 'biu'),
         truncations=_arrow_numbers(table, 'truncations', n, 'biu'),
         seed=_arrow_episode_metadata(metadata.path / str(i)).get('seed'))
+
+
+def _pyarrow() -> Any:
+  try:
+    import pyarrow as pa  # pylint: disable=g-import-not-at-top
+    import pyarrow.ipc  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError as e:
+    raise errors.MissingDependencyError(
+        'reading Minari arrow datasets needs pyarrow: pip install rlds_suite[minari]') from e
+  return pa
 
 
 def _arrow_episode_metadata(directory: pathlib.Path) -> dict[str, Any]:
