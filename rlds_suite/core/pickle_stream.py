@@ -6,8 +6,8 @@ grows with the file. Pickle writes list items in batches (`MARK item ... APPENDS
 take several stack slots while it is built (`cls, args, NEWOBJ`), so where an item ends is only
 known once the next one has started: a first pass over the opcodes (pickletools, nothing built)
 finds the opcode that completes each item of the first list in the stream, and a second pass runs
-the pure-Python unpickler, hands each completed item out and drops it (and its memo entries).
-Memory holds one item. Globals resolve exactly as in `safe_pickle.RestrictedUnpickler`.
+the restricted unpickler (`safe_pickle.RestrictedUnpickler`, with all its checks) opcode by opcode,
+hands each completed item out and drops it (and its memo entries). Memory holds one item.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import dataclasses
 import io
 import pickle
 import pickletools
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -31,17 +31,20 @@ _ITEM_DATA = (np.ndarray, list, dict, tuple, set, safe_pickle.ImitationTrajector
 _SHORT_BYTES = 64
 
 
-def iter_list_items(open_stream: Callable[[], IO[bytes]], *, source: str) -> Iterator[Any]:
+def iter_list_items(open_stream: Callable[[], IO[bytes]], *, source: str,
+                    max_bytes: Optional[int] = None) -> Iterator[Any]:
   """Yields the items of the first list in the pickle, each once it is complete.
 
   `open_stream` returns the pickle stream positioned at its first opcode; it is called twice.
-  Raises UnsafePickleError for a global outside the allow-list and CorruptFileError for damaged
-  data, naming `source`.
+  `max_bytes` bounds what one opcode may claim (e.g. what the compressed file can expand to).
+  Raises UnsafePickleError for anything the restricted unpickler refuses and CorruptFileError for
+  damaged data, naming `source`.
   """
   with open_stream() as f:
-    ends = _item_ends(io.BufferedReader(f, _BUFFER), source)
+    ends = _item_ends(io.BufferedReader(f, _BUFFER), source, max_bytes)
   with open_stream() as f:
-    yield from _StreamingUnpickler(io.BufferedReader(f, _BUFFER), source=source).items(ends)
+    yield from _StreamingUnpickler(io.BufferedReader(f, _BUFFER), source=source,
+                                   max_bytes=max_bytes).items(ends)
 
 
 _BUFFER = 1 << 20  # Read-ahead, so that each opcode's small reads stay in C.
@@ -90,7 +93,7 @@ _PREFIXED = {code: (*_LENGTH_PREFIX[op.arg_bytes], op.pops, op.pushes)
              if op.name not in _SPECIAL and op.mark < 0 and op.arg_bytes < 0}
 
 
-def _item_ends(f: IO[bytes], source: str) -> set[int]:
+def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
   """Indices of the opcodes that complete an item of the first list (a static stack walk).
 
   Each stack slot remembers the last opcode that pushed it; when a batch of the list's items is
@@ -116,6 +119,9 @@ def _item_ends(f: IO[bytes], source: str) -> set[int]:
       elif code in prefixed:
         width, signed, pops, pushes = prefixed[code]
         size = int.from_bytes(read(width), 'little', signed=signed)
+        if max_bytes is not None and size > max_bytes:
+          raise errors.CorruptFileError(f'opcode {index} claims {size} bytes, more than the '
+                                        f'{max_bytes} the pickle stream can hold', path=source)
         while size > 0:  # Arguments up to gigabytes: skipped in chunks.
           chunk = len(read(min(size, _BUFFER)))
           if not chunk:
@@ -168,19 +174,13 @@ def _skip_argument(op: _Op, read, readline) -> None:
     raise IndexError
 
 
-class _StreamingUnpickler(pickle._Unpickler):  # pylint: disable=protected-access
-  """The pure-Python unpickler, run opcode by opcode so completed items can be handed out."""
+class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
+  """The restricted unpickler, run opcode by opcode so completed items can be handed out."""
 
-  def __init__(self, file: IO[bytes], *, source: str):
-    super().__init__(file)
-    self._source = source
-    self._classes = dict(safe_pickle.KNOWN_CLASSES)
+  def __init__(self, file: IO[bytes], *, source: str, max_bytes: Optional[int] = None):
+    super().__init__(file, source=source, max_bytes=max_bytes)
     self._handed = 0
-
-  find_class = safe_pickle.RestrictedUnpickler.find_class
-
-  def persistent_load(self, pid: Any) -> Any:
-    raise errors.UnsafePickleError(f'refusing persistent id {pid!r}', path=self._source)
+    self._memo_count = 0
 
   def items(self, ends: set[int]) -> Iterator[Any]:
     self._unframer = pickle._Unframer(self._file_read, self._file_readline)  # pylint: disable=protected-access
@@ -188,11 +188,8 @@ class _StreamingUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
                                                self._unframer.readline)
     self.metastack, self.stack, self.proto = [], [], 0
     self.append = self.stack.append
-    # MEMOIZE numbers entries by len(memo); counting them instead lets handed-out items' entries
-    # be deleted.
-    dispatch = {**self.dispatch, pickle.MEMOIZE[0]: _StreamingUnpickler._load_memoize}
+    dispatch = self.dispatch
     read = self.read
-    self._memo_count = 0
     memo_before: set = set()
     try:
       index = 0
@@ -214,23 +211,30 @@ class _StreamingUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
         index += 1
     except pickle._Stop:  # pylint: disable=protected-access
       return
-    except errors.RLDSSuiteError:
+    except errors.RLDSSuiteError as e:
+      if e.path is None:
+        raise e.at(self._source) from e
       raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError,
-            KeyError, OSError) as e:
+    except safe_pickle.DAMAGE_ERRORS as e:
       raise errors.CorruptFileError(f'cannot unpickle: {type(e).__name__}: {e}',
                                     path=self._source) from e
 
-  def _load_memoize(self) -> None:
-    self.memo[self._memo_count] = self.stack[-1]
+  def load_memoize(self) -> None:
+    # MEMOIZE numbers entries by len(memo); counting them instead lets handed-out items' entries
+    # be deleted.
+    self._memo_put(self._memo_count)
     self._memo_count += 1
 
   def _hand_out(self, memo_before: set) -> Any:
     """Takes the completed item off the stack (leaving a None in its slot) and forgets the objects
     memoized while it was built, so nothing keeps it alive."""
     item, self.stack[-1] = self.stack[-1], None
-    self._handed += 1
     on_stack = {id(value) for value in self.stack}  # The list itself, and what holds it.
+    # What holds the list may still await its BUILD (np.savez's object array); nothing else may.
+    holders = on_stack.union(*({id(value) for value in level} for level in self.metastack))
+    if not holders.issuperset(self._unbuilt):
+      raise self._refuse(f'item {self._handed} holds an array or dtype made without its data')
+    self._handed += 1
     for key in set(self.memo) - memo_before:
       value = self.memo[key]
       if id(value) not in on_stack and (

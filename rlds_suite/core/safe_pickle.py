@@ -1,23 +1,44 @@
 """Restricted unpickling for benchmark pickles that reference classes our users do not have.
 
-Only an explicit allow-list of globals is resolved: numpy array reconstruction, a few builtins and
-collections, and known foreign classes mapped to local stand-ins. Any other global (os.system,
-subprocess, builtins.eval, ...) raises UnsafePickleError before anything is called.
+The pure-Python unpickler runs with every opcode that makes, fills or calls objects replaced by a
+checked one, so a pickle can only:
+  * name allow-listed globals (`find_class`): numpy's array, dtype and scalar hooks (replaced by
+    `pickled_numpy`'s checked versions), builtin containers, and the known foreign classes mapped
+    to local stand-ins;
+  * call (REDUCE, INST, OBJ) or instantiate (NEWOBJ, copyreg's helpers) only those, each with its
+    arguments checked; an array comes only from the file's bytes (or an object array from the
+    pickle's own list), never from uninitialised memory or a pointer;
+  * give state (BUILD) only to an object this load made: a stand-in's declared fields (per
+    instance), an array's or a dtype's description; never to a class, function or module, so one
+    file cannot change how another file loads;
+  * fill only plain containers (SETITEM(S) dicts, APPEND(S) lists, ADDITEMS sets);
+  * claim no more bytes (BINBYTES8, BINUNICODE8, FRAME, ...) than the stream can hold: a claim is
+    checked against the stream's size when known and read in chunks otherwise, never allocated
+    up front.
+Anything else raises UnsafePickleError before it runs; damaged data raises CorruptFileError.
+Persistent ids and extension codes are refused (no supported format uses them).
 """
 
 from __future__ import annotations
 
 import codecs
 import collections
-import copyreg
 import dataclasses
 import io
+import os
 import pickle
-from typing import IO, Any, Mapping, NamedTuple, Optional
+import stat
+import struct
+from typing import IO, Any, Callable, Mapping, NamedTuple, Optional
 
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.core import pickled_numpy
+
+# Exceptions that mean "damaged data" when raised while a pickle is read.
+DAMAGE_ERRORS = (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+                 IndexError, KeyError, OSError, struct.error, OverflowError, RecursionError)
 
 
 class MILBenchTrajectory(NamedTuple):
@@ -42,34 +63,125 @@ class SpaceStandIn:
   """Stand-in for a pickled gym/gymnasium space: keeps its kind and whatever state was pickled."""
   kind = 'Space'
 
-  def __init__(self, *args, **kwargs):
-    self.state = {'args': args, **kwargs}
-
-  def __setstate__(self, state):
-    self.state = dict(state) if isinstance(state, Mapping) else {'state': state}
+  def __init__(self, state: Optional[Mapping[str, Any]] = None):
+    self.state = dict(state or {})
 
   def __repr__(self) -> str:
     return f'{self.kind}StandIn({self.state})'
-
-
-def _inflate_object(cls: Any, state: Mapping[str, Any]) -> Any:
-  """Stand-in for il_representations.envs.utils._inflate_object (rebuilds a space from its state)."""
-  if not (isinstance(cls, type) and issubclass(cls, SpaceStandIn)):
-    raise errors.UnsafePickleError(f'_inflate_object called on unexpected {cls!r}')
-  obj = cls.__new__(cls)
-  obj.__setstate__(state)
-  return obj
 
 
 class ColorSpaceStandIn(str):
   """Stand-in for imitation.augment.color.ColorSpace (an Enum of 'RGB'/'GRAY')."""
 
 
+def _state_dict(state: Any, owner: type) -> dict:
+  """BUILD's state as one dict: a dict, or (dict or None, slot dict or None)."""
+  if type(state) is tuple and len(state) == 2:
+    parts = [part for part in state if part is not None]
+  else:
+    parts = [state]
+  if not all(type(part) is dict for part in parts):
+    raise errors.UnsafePickleError(f'refusing state {pickled_numpy.short(state)} for '
+                                   f'{owner.__name__}: expected a dict')
+  return {key: value for part in parts for key, value in part.items()}
+
+
+def _set_fields(instance: Any, state: Any) -> None:
+  """BUILD of a dataclass stand-in: sets its declared fields on this instance only."""
+  values = _state_dict(state, type(instance))
+  fields = {field.name for field in dataclasses.fields(instance)}
+  unknown = [key for key in values if key not in fields]
+  if unknown:
+    raise errors.UnsafePickleError(f'refusing state {unknown[:5]} for {type(instance).__name__}: '
+                                   f'not among its fields {sorted(fields)}')
+  for key, value in values.items():
+    setattr(instance, key, value)
+
+
+def _set_space_state(space: SpaceStandIn, state: Any) -> None:
+  space.state = _state_dict(state, type(space))
+
+
+def _inflate_object(cls: Any, state: Any) -> SpaceStandIn:
+  """Stand-in for il_representations.envs.utils._inflate_object (rebuilds a space from its state)."""
+  if cls not in _SPACES.values():
+    raise errors.UnsafePickleError(f'_inflate_object called on unexpected {cls!r}')
+  return cls(_state_dict(state, cls))
+
+
+def _color_space(value: Any) -> ColorSpaceStandIn:
+  if type(value) is not str:
+    raise errors.UnsafePickleError(f'refusing ColorSpace({pickled_numpy.short(value)})')
+  return ColorSpaceStandIn(value)
+
+
 _SPACE_MODULES = {'box': 'Box', 'discrete': 'Discrete', 'dict': 'Dict', 'tuple': 'Tuple',
                   'multi_discrete': 'MultiDiscrete', 'multi_binary': 'MultiBinary'}
+_SPACES: dict[str, type] = {kind: type(f'{kind}StandIn', (SpaceStandIn,), {'kind': kind})
+                            for kind in _SPACE_MODULES.values()}
 
-# Foreign classes -> local stand-ins. Keys are (module, name) as pickled.
-KNOWN_CLASSES: dict[tuple[str, str], Any] = {
+
+def _new_instance(cls: Any, args: tuple, kwargs: Optional[dict] = None) -> Any:
+  """NEWOBJ(cls, args): only stand-in classes, each with the arguments its pickles use."""
+  try:
+    make = _NEW.get(cls)
+  except TypeError:  # Unhashable.
+    make = None
+  if make is None or kwargs:
+    raise errors.UnsafePickleError(f'refusing to create {_name(cls)}: only the known benchmark '
+                                   f'classes may be instantiated')
+  return make(*args)
+
+
+def _reconstructor(cls: Any, base: Any, state: Any) -> Any:
+  """copyreg._reconstructor, which protocols 0 and 1 use for instances."""
+  if base is object and state is None:
+    return _new_instance(cls, ())
+  if base is tuple and type(state) is tuple:
+    return _new_instance(cls, state)
+  raise errors.UnsafePickleError(f'refusing copyreg._reconstructor({_name(cls)}, {_name(base)})')
+
+
+def _newobj(cls: Any, *args: Any) -> Any:
+  """copyreg.__newobj__, as NEWOBJ."""
+  return _new_instance(cls, args)
+
+
+def _container(kind: type) -> Callable[..., Any]:
+  """kind() or kind(plain container), as pickle calls dict, list, set, OrderedDict, ..."""
+  def make(*args: Any) -> Any:
+    if len(args) > 1 or (args and type(args[0]) not in (list, tuple, dict, set, frozenset)):
+      raise errors.UnsafePickleError(f'refusing {kind.__name__}{pickled_numpy.short(args)}')
+    return kind(*args)
+  return make
+
+
+def _byte_string(kind: type) -> Callable[..., Any]:
+  """bytes()/bytearray() of bytes only: bytes(10**12) would allocate a terabyte."""
+  def make(*args: Any) -> Any:
+    if len(args) > 1 or (args and not isinstance(args[0], (bytes, bytearray))):
+      raise errors.UnsafePickleError(f'refusing {kind.__name__}{pickled_numpy.short(args)}')
+    return kind(*args)
+  return make
+
+
+def _complex(real: Any = 0.0, imag: Any = 0.0) -> complex:
+  if not all(type(part) in (int, float) for part in (real, imag)):
+    raise errors.UnsafePickleError(f'refusing complex({real!r}, {imag!r})')
+  return complex(real, imag)
+
+
+def _latin1(text: Any, encoding: Any = 'latin1') -> bytes:
+  """_codecs.encode(str, 'latin1'): how protocol 2 stores bytes."""
+  if type(text) is not str or encoding not in ('latin1', 'latin-1'):
+    raise errors.UnsafePickleError(f'refusing _codecs.encode({pickled_numpy.short(text)}, '
+                                   f'{encoding!r})')
+  return codecs.encode(text, 'latin1')
+
+
+# (module, name) as pickled -> what find_class gives. Some are the real objects (classes whose
+# only use is as a checked argument or a key of _CALL/_NEW), the rest checked replacements.
+_GLOBALS: dict[tuple[str, str], Any] = {
     ('milbench.baselines.saved_trajectories', 'MILBenchTrajectory'): MILBenchTrajectory,
     ('magical.saved_trajectories', 'MAGICALTrajectory'): MILBenchTrajectory,
     # imitation's first Trajectory was a NamedTuple (acts, obs, rews, infos), the layout MAGICAL
@@ -79,14 +191,6 @@ KNOWN_CLASSES: dict[tuple[str, str], Any] = {
     ('imitation.data.types', 'TrajectoryWithRew'): ImitationTrajectory,
     ('il_representations.envs.utils', '_inflate_object'): _inflate_object,
     ('imitation.augment.color', 'ColorSpace'): ColorSpaceStandIn,
-}
-for _package in ('gym', 'gymnasium'):
-  for _module, _name in _SPACE_MODULES.items():
-    KNOWN_CLASSES[(f'{_package}.spaces.{_module}', _name)] = type(
-        f'{_name}StandIn', (SpaceStandIn,), {'kind': _name})
-
-# Globals numpy and the standard library need to rebuild plain data.
-_PLAIN_GLOBALS: dict[tuple[str, str], Any] = {
     ('numpy', 'ndarray'): np.ndarray,
     ('numpy', 'dtype'): np.dtype,
     ('collections', 'OrderedDict'): collections.OrderedDict,
@@ -95,62 +199,350 @@ _PLAIN_GLOBALS: dict[tuple[str, str], Any] = {
     ('builtins', 'tuple'): tuple,
     ('builtins', 'set'): set,
     ('builtins', 'frozenset'): frozenset,
+    ('builtins', 'bytes'): bytes,
     ('builtins', 'bytearray'): bytearray,
     ('builtins', 'complex'): complex,
     ('builtins', 'object'): object,
-    ('copyreg', '_reconstructor'): copyreg._reconstructor,
-    ('copyreg', '__newobj__'): copyreg.__newobj__,
-    ('_codecs', 'encode'): codecs.encode,  # Protocol 2 stores bytes as encode(str, 'latin1').
+    ('copyreg', '_reconstructor'): _reconstructor,
+    ('copyreg', '__newobj__'): _newobj,
+    ('_codecs', 'encode'): _latin1,
 }
+for _package in ('gym', 'gymnasium'):
+  for _module, _space in _SPACE_MODULES.items():
+    _GLOBALS[(f'{_package}.spaces.{_module}', _space)] = _SPACES[_space]
+for _core in ('numpy.core', 'numpy._core'):
+  _GLOBALS[(f'{_core}.multiarray', '_reconstruct')] = pickled_numpy.new_array
+  _GLOBALS[(f'{_core}.multiarray', 'scalar')] = pickled_numpy.scalar
+  _GLOBALS[(f'{_core}.numeric', '_frombuffer')] = pickled_numpy.from_buffer  # Protocol 5.
+
+# What REDUCE (and INST/OBJ) may call, keyed by what find_class gave: the checked maker.
+_CALL: dict[Any, Callable[..., Any]] = {
+    np.dtype: pickled_numpy.new_dtype,
+    pickled_numpy.new_array: pickled_numpy.new_array,
+    pickled_numpy.scalar: pickled_numpy.scalar,
+    pickled_numpy.from_buffer: pickled_numpy.from_buffer,
+    _inflate_object: _inflate_object,
+    ColorSpaceStandIn: _color_space,
+    _reconstructor: _reconstructor,
+    _newobj: _newobj,
+    _latin1: _latin1,
+    bytes: _byte_string(bytes),
+    bytearray: _byte_string(bytearray),
+    complex: _complex,
+    **{kind: _container(kind) for kind in (dict, list, tuple, set, frozenset,
+                                           collections.OrderedDict)},
+}
+# Results of these calls are incomplete until their BUILD (and may not be used before it).
+_NEEDS_STATE = (np.dtype, pickled_numpy.new_array)
+# What NEWOBJ may instantiate, and how.
+_NEW: dict[Any, Callable[..., Any]] = {
+    MILBenchTrajectory: MILBenchTrajectory,  # Exactly its four fields, or TypeError.
+    ImitationTrajectory: lambda: ImitationTrajectory(),  # pylint: disable=unnecessary-lambda
+    **{cls: (lambda cls=cls: cls()) for cls in _SPACES.values()},
+}
+# BUILD on an instance of exactly these types (besides this load's pending dtypes and arrays).
+_STATE: dict[type, Callable[[Any, Any], None]] = {
+    ImitationTrajectory: _set_fields,
+    **{cls: _set_space_state for cls in _SPACES.values()},
+}
+# Container opcodes and the only types they may fill.
+_FILLS = {'dict': (dict, collections.OrderedDict), 'list': (list,), 'set': (set,)}
+_CHUNK = 1 << 24  # Claims above this are read in chunks, never allocated up front.
 
 
-def _plain_global(module: str, name: str) -> Any:
-  """The allowed standard global for (module, name), or None."""
-  if module in ('numpy.core.multiarray', 'numpy._core.multiarray') and name in ('_reconstruct',
-                                                                                 'scalar'):
-    from numpy._core import multiarray  # pylint: disable=g-import-not-at-top
-    return getattr(multiarray, name)
-  if module in ('numpy.core.numeric', 'numpy._core.numeric') and name == '_frombuffer':
-    from numpy._core import numeric  # pylint: disable=g-import-not-at-top
-    return numeric._frombuffer  # Protocol 5 arrays.  # pylint: disable=protected-access
-  if module == 'numpy.dtypes' and name.endswith('DType'):
-    return getattr(np.dtypes, name, None)
-  return _PLAIN_GLOBALS.get((module, name))
+def _name(value: Any) -> str:
+  name = getattr(value, '__qualname__', None)
+  return f'{getattr(value, "__module__", "")}.{name}' if isinstance(name, str) else (
+      pickled_numpy.short(value))
 
 
-class RestrictedUnpickler(pickle.Unpickler):
-  """An Unpickler that resolves only allow-listed globals and known stand-ins."""
+def stream_size(file: IO[bytes]) -> Optional[int]:
+  """The bytes `file` holds from its position on, when cheap to know (in-memory data and regular
+  files), else None."""
+  if isinstance(file, io.BytesIO):
+    with file.getbuffer() as view:
+      return view.nbytes - file.tell()
+  raw = file.raw if isinstance(file, io.BufferedReader) else file
+  if isinstance(raw, io.FileIO):
+    try:
+      info = os.fstat(raw.fileno())
+      return info.st_size - file.tell() if stat.S_ISREG(info.st_mode) else None
+    except OSError:
+      return None
+  return None
 
-  def __init__(self, file: IO[bytes], *, source: str = '',
-               extra_classes: Optional[Mapping[tuple[str, str], Any]] = None):
+
+class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-access
+  """An Unpickler that resolves only allow-listed globals and gives objects only checked state.
+
+  `max_bytes` bounds what any one opcode may claim (default: the stream's size, when known).
+  """
+
+  dispatch = dict(pickle._Unpickler.dispatch)  # pylint: disable=protected-access
+
+  def __init__(self, file: IO[bytes], *, source: str = '', max_bytes: Optional[int] = None):
     super().__init__(file)
     self._source = source
-    self._classes = {**KNOWN_CLASSES, **(extra_classes or {})}
+    bounds = [b for b in (stream_size(file), max_bytes) if b is not None]
+    self._max_bytes = min(bounds) if bounds else None
+    self._unbuilt: dict[int, Any] = {}  # id -> dtype or array made by REDUCE, awaiting BUILD.
+
+  def _refuse(self, problem: str) -> errors.UnsafePickleError:
+    return errors.UnsafePickleError(problem, path=self._source or None)
 
   def find_class(self, module: str, name: str) -> Any:
-    found = self._classes.get((module, name)) or _plain_global(module, name)
+    found = _GLOBALS.get((module, name))
     if found is None:
-      raise errors.UnsafePickleError(
-          f'refusing to load global {module}.{name}: only numpy arrays, builtin containers and '
-          f'the known benchmark classes may be unpickled', path=self._source or None)
+      raise self._refuse(f'refusing to load global {module}.{name}: only numpy arrays, builtin '
+                         f'containers and the known benchmark classes may be unpickled')
     return found
 
   def persistent_load(self, pid: Any) -> Any:
-    raise errors.UnsafePickleError(f'refusing persistent id {pid!r}', path=self._source or None)
+    raise self._refuse(f'refusing persistent id {pickled_numpy.short(pid)}')
+
+  # Calls.
+
+  def _call(self, func: Any, args: Any) -> Any:
+    try:
+      make = _CALL.get(func)
+    except TypeError:  # Unhashable: not a global.
+      make = None
+    if make is None:
+      raise self._refuse(f'refusing to call {_name(func)}: only numpy arrays, builtin containers '
+                         f'and the known benchmark classes may be made')
+    if type(args) is not tuple:
+      raise self._refuse(f'refusing call arguments {pickled_numpy.short(args)}')
+    made = make(*args)
+    if any(func is f for f in _NEEDS_STATE):
+      self._unbuilt[id(made)] = made
+    return made
+
+  def load_reduce(self) -> None:
+    args = self.stack.pop()
+    self.stack[-1] = self._call(self.stack[-1], args)
+
+  def _instantiate(self, klass: Any, args: list) -> None:  # INST and OBJ.
+    self.append(self._call(klass, tuple(args)))
+
+  def load_newobj(self) -> None:
+    args = self.stack.pop()
+    cls = self.stack.pop()
+    self.append(_new_instance(cls, args))
+
+  def load_newobj_ex(self) -> None:
+    kwargs = self.stack.pop()
+    args = self.stack.pop()
+    cls = self.stack.pop()
+    self.append(_new_instance(cls, args, kwargs))
+
+  def load_ext(self) -> None:
+    raise self._refuse('refusing an extension code (EXT1/2/4): no supported format uses them')
+
+  # State.
+
+  def load_build(self) -> None:
+    state = self.stack.pop()
+    inst = self.stack[-1]
+    if self._unbuilt.pop(id(inst), None) is not None:
+      if type(inst) is pickled_numpy.PendingDType:
+        dtype = pickled_numpy.build_dtype(inst, state)
+        self.stack[-1] = dtype
+        for key in inst.memo_keys:
+          if self.memo.get(key) is inst:
+            self.memo[key] = dtype
+      else:
+        pickled_numpy.set_array_state(inst, state)
+      return
+    apply = _STATE.get(type(inst))
+    if apply is None:
+      raise self._refuse(f'refusing to set the state of {_name(type(inst))} object '
+                         f'{pickled_numpy.short(inst)}: only this file\'s stand-in instances '
+                         f'take state')
+    apply(inst, state)
+
+  def load_stop(self) -> None:
+    self._check_all_built()
+    super().load_stop()
+
+  def _check_all_built(self) -> None:
+    if self._unbuilt:
+      kinds = sorted({type(v).__name__ for v in self._unbuilt.values()})
+      raise self._refuse(f'refusing {len(self._unbuilt)} {"/".join(kinds)} object(s) made without '
+                         f'their data (no BUILD)')
+
+  # Memo: objects awaiting BUILD may not be fetched again; BUILD replaces a pending dtype in it.
+
+  def _memo_put(self, key: int) -> None:
+    value = self.stack[-1]
+    self.memo[key] = value
+    if type(value) is pickled_numpy.PendingDType:
+      value.memo_keys.append(key)
+
+  def load_put(self) -> None:
+    key = int(self.readline()[:-1])
+    if key < 0:
+      raise ValueError('negative PUT argument')
+    self._memo_put(key)
+
+  def load_binput(self) -> None:
+    self._memo_put(self.read(1)[0])
+
+  def load_long_binput(self) -> None:
+    self._memo_put(struct.unpack('<I', self.read(4))[0])
+
+  def load_memoize(self) -> None:
+    self._memo_put(len(self.memo))
+
+  def _memo_get(self, key: int) -> None:
+    try:
+      value = self.memo[key]
+    except KeyError:
+      raise pickle.UnpicklingError(f'Memo value not found at index {key}') from None
+    self._check_complete(value)
+    self.append(value)
+
+  def _check_complete(self, value: Any) -> None:
+    if id(value) in self._unbuilt:
+      raise self._refuse(f'refusing to use a {type(value).__name__} before its data (BUILD)')
+
+  def load_get(self) -> None:
+    self._memo_get(int(self.readline()[:-1]))
+
+  def load_binget(self) -> None:
+    self._memo_get(self.read(1)[0])
+
+  def load_long_binget(self) -> None:
+    self._memo_get(struct.unpack('<I', self.read(4))[0])
+
+  def load_dup(self) -> None:
+    self._check_complete(self.stack[-1])
+    self.append(self.stack[-1])
+
+  # Containers.
+
+  def _target(self, kind: str) -> Any:
+    target = self.stack[-1]
+    if type(target) not in _FILLS[kind]:
+      raise self._refuse(f'refusing to add items to {_name(type(target))}: only a {kind} takes '
+                         f'them here')
+    return target
+
+  def load_setitem(self) -> None:
+    value = self.stack.pop()
+    key = self.stack.pop()
+    self._target('dict')[key] = value
+
+  def load_setitems(self) -> None:
+    items = self.pop_mark()
+    target = self._target('dict')
+    for i in range(0, len(items), 2):
+      target[items[i]] = items[i + 1]
+
+  def load_append(self) -> None:
+    value = self.stack.pop()
+    self._target('list').append(value)
+
+  def load_appends(self) -> None:
+    items = self.pop_mark()
+    self._target('list').extend(items)
+
+  def load_additems(self) -> None:
+    items = self.pop_mark()
+    self._target('set').update(items)
+
+  # Lengths claimed by the file.
+
+  def _claimed(self, size: int, opcode: str, read: Optional[Callable[[int], bytes]] = None
+               ) -> bytes:
+    """`size` bytes, refused before reading when more than the stream can hold."""
+    if self._max_bytes is not None and size > self._max_bytes:
+      raise errors.CorruptFileError(f'{opcode} claims {size} bytes, more than the {self._max_bytes} '
+                                    f'the pickle stream can hold', path=self._source or None)
+    read = read or self.read
+    if size <= _CHUNK:
+      data = read(size)
+    else:
+      chunks, left = [], size
+      while left:
+        chunk = read(min(left, _CHUNK))
+        if not chunk:
+          break
+        chunks.append(chunk)
+        left -= len(chunk)
+      data = b''.join(chunks)
+    if len(data) != size:
+      raise errors.CorruptFileError(f'truncated: {opcode} claims {size} bytes, {len(data)} remain',
+                                    path=self._source or None)
+    return data
+
+  def _length(self, fmt: str) -> int:
+    size = struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
+    if size < 0:
+      raise pickle.UnpicklingError(f'negative byte count {size}')
+    return size
+
+  def load_binbytes(self) -> None:
+    self.append(self._claimed(self._length('<I'), 'BINBYTES'))
+
+  def load_binbytes8(self) -> None:
+    self.append(self._claimed(self._length('<Q'), 'BINBYTES8'))
+
+  def load_bytearray8(self) -> None:
+    self.append(bytearray(self._claimed(self._length('<Q'), 'BYTEARRAY8')))
+
+  def load_binunicode(self) -> None:
+    self.append(str(self._claimed(self._length('<I'), 'BINUNICODE'), 'utf-8', 'surrogatepass'))
+
+  def load_binunicode8(self) -> None:
+    self.append(str(self._claimed(self._length('<Q'), 'BINUNICODE8'), 'utf-8', 'surrogatepass'))
+
+  def load_binstring(self) -> None:
+    self.append(self._decode_string(self._claimed(self._length('<i'), 'BINSTRING')))
+
+  def load_long4(self) -> None:
+    self.append(pickle.decode_long(self._claimed(self._length('<i'), 'LONG4')))
+
+  def load_frame(self) -> None:
+    size = self._length('<Q')
+    unframer = self._unframer
+    if unframer.current_frame and unframer.current_frame.read() != b'':
+      raise pickle.UnpicklingError('beginning of a new frame before end of current frame')
+    unframer.current_frame = io.BytesIO(self._claimed(size, 'FRAME', self._file_read))
 
 
-def loads(data: bytes, *, source: str = '', **kwargs) -> Any:
-  return load(io.BytesIO(data), source=source, **kwargs)
+_OPCODES = {
+    pickle.REDUCE: 'load_reduce', pickle.NEWOBJ: 'load_newobj', pickle.NEWOBJ_EX: 'load_newobj_ex',
+    pickle.EXT1: 'load_ext', pickle.EXT2: 'load_ext', pickle.EXT4: 'load_ext',
+    pickle.BUILD: 'load_build', pickle.STOP: 'load_stop',
+    pickle.PUT: 'load_put', pickle.BINPUT: 'load_binput', pickle.LONG_BINPUT: 'load_long_binput',
+    pickle.MEMOIZE: 'load_memoize', pickle.GET: 'load_get', pickle.BINGET: 'load_binget',
+    pickle.LONG_BINGET: 'load_long_binget', pickle.DUP: 'load_dup',
+    pickle.SETITEM: 'load_setitem', pickle.SETITEMS: 'load_setitems',
+    pickle.APPEND: 'load_append', pickle.APPENDS: 'load_appends', pickle.ADDITEMS: 'load_additems',
+    pickle.BINBYTES: 'load_binbytes', pickle.BINBYTES8: 'load_binbytes8',
+    pickle.BYTEARRAY8: 'load_bytearray8', pickle.BINUNICODE: 'load_binunicode',
+    pickle.BINUNICODE8: 'load_binunicode8', pickle.BINSTRING: 'load_binstring',
+    pickle.LONG4: 'load_long4', pickle.FRAME: 'load_frame',
+}
+# Dispatch through the method name, so a subclass's override of a method takes effect.
+RestrictedUnpickler.dispatch.update({
+    code[0]: (lambda name: lambda self: getattr(self, name)())(name)
+    for code, name in _OPCODES.items()})
 
 
-def load(file: IO[bytes], *, source: str = '',
-         extra_classes: Optional[Mapping[tuple[str, str], Any]] = None) -> Any:
+def loads(data: bytes, *, source: str = '') -> Any:
+  return load(io.BytesIO(data), source=source)
+
+
+def load(file: IO[bytes], *, source: str = '', max_bytes: Optional[int] = None) -> Any:
   """Unpickles with the restricted unpickler; damaged data raises CorruptFileError naming `source`."""
   try:
-    return RestrictedUnpickler(file, source=source, extra_classes=extra_classes).load()
-  except errors.RLDSSuiteError:
+    return RestrictedUnpickler(file, source=source, max_bytes=max_bytes).load()
+  except errors.RLDSSuiteError as e:
+    if e.path is None and source:
+      raise e.at(source) from e
     raise
-  except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError,
-          KeyError, OSError) as e:
+  except DAMAGE_ERRORS as e:
     raise errors.CorruptFileError(f'cannot unpickle: {type(e).__name__}: {e}',
                                   path=source or None) from e
+
