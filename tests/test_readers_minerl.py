@@ -82,3 +82,23 @@ def test_duration_steps_must_match(fixtures, tmp_path):
   metadata.write_text(metadata.read_text().replace('"duration_steps": 5', '"duration_steps": 6'))
   with pytest.raises(errors.EpisodeBoundaryError, match=r'metadata.json: duration_steps'):
     minerl.read_stream(stream, TREECHOP)
+
+
+@pytest.mark.parametrize('keep', [1000, 1250, 200, 0])
+def test_truncated_video_is_a_typed_error(fixtures, tmp_path, keep):
+  # Cut at 1000-1250 bytes the mp4 has no video stream left (IndexError before).
+  stream = _copy(fixtures, tmp_path)
+  video = stream / 'recording.mp4'
+  video.write_bytes(video.read_bytes()[:keep])
+  with pytest.raises(errors.CorruptFileError, match=r'recording.mp4: pov: '):
+    minerl.read_stream(stream, TREECHOP)
+
+
+def test_damaged_npz_is_a_typed_error(fixtures, tmp_path):
+  stream = _copy(fixtures, tmp_path)
+  arrays = stream / 'rendered.npz'
+  data = arrays.read_bytes()
+  arrays.write_bytes(data[:len(data) // 2])
+  with pytest.raises(errors.CorruptFileError, match=r'rendered.npz: damaged, truncated or '
+                     'unsupported zip'):
+    minerl.read_stream(stream, TREECHOP)

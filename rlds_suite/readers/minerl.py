@@ -165,6 +165,13 @@ def read_pov(path: pathlib.Path, true_frame_count: int, num_states: int) -> np.n
   decoded = 0
   try:
     with av.open(str(path)) as container:
+      size = container.streams.video[0].codec_context if container.streams.video else None
+      if size is None:
+        raise errors.CorruptFileError('no decodable video stream (a truncated or damaged mp4?)',
+                                      path=path, field=POV)
+      if (size.height, size.width) != POV_SHAPE[:2]:
+        raise errors.SchemaError(f'expected {POV_SHAPE[1]}x{POV_SHAPE[0]} frames, the stream '
+                                 f'declares {size.width}x{size.height}', path=path, field=POV)
       for frame in container.decode(video=0):
         if decoded >= skip:
           image = frame.to_ndarray(format='rgb24')
@@ -175,7 +182,7 @@ def read_pov(path: pathlib.Path, true_frame_count: int, num_states: int) -> np.n
         decoded += 1
         if decoded == true_frame_count:
           break  # MineRL reads no further.
-  except av.error.FFmpegError as e:
+  except (av.error.FFmpegError, UnicodeDecodeError) as e:  # PyAV decodes the mp4's tags as UTF-8.
     raise errors.CorruptFileError(f'cannot decode the video: {e}', path=path, field=POV) from e
   if decoded < true_frame_count:
     raise errors.EpisodeBoundaryError(
