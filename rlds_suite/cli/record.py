@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 
 
 def register(subparsers) -> None:
@@ -12,7 +14,8 @@ def register(subparsers) -> None:
                       help='family:name, e.g. gymnasium:CartPole-v1, atari:Pong, '
                       'dm_control:cartpole-swingup, procgen:coinrun')
   parser.add_argument('--policy', default='random', help="policy (only 'random')")
-  parser.add_argument('--episodes', type=int, required=True, help='number of episodes to record')
+  parser.add_argument('--episodes', type=_at_least_one, required=True,
+                      help='number of episodes to record')
   parser.add_argument('--out', required=True, help='dataset directory (appended to if it exists)')
   parser.add_argument('--name', default=None,
                       help='dataset name (default: after the environment, e.g. gymnasium_cartpole_v1)')
@@ -29,6 +32,17 @@ def register(subparsers) -> None:
   parser.set_defaults(func=run)
 
 
+def _at_least_one(text: str) -> int:
+  """argparse type: refuses 0 and negative counts (nothing to record) before anything starts."""
+  try:
+    value = int(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f'not an integer: {text!r}') from None
+  if value < 1:
+    raise argparse.ArgumentTypeError(f'{value}: nothing to record; give 1 or more')
+  return value
+
+
 def _parse_options(pairs: list[str]) -> dict:
   options = {}
   for pair in pairs:
@@ -41,11 +55,18 @@ def _parse_options(pairs: list[str]) -> dict:
 
 
 def run(args) -> int:
-  from rlds_suite import recording  # pylint: disable=g-import-not-at-top
-  writer = recording.record(args.env, args.policy, episodes=args.episodes, data_dir=args.out,
-                            name=args.name, seed=args.seed, env_options=_parse_options(args.option),
-                            max_episode_steps=args.max_episode_steps,
-                            flush_seconds=args.flush_seconds, progress=not args.no_progress)
+  """Records; Ctrl-C says what was kept and exits 130 (the shell's code for SIGINT)."""
+  try:
+    from rlds_suite import recording  # pylint: disable=g-import-not-at-top
+    writer = recording.record(args.env, args.policy, episodes=args.episodes, data_dir=args.out,
+                              name=args.name, seed=args.seed,
+                              env_options=_parse_options(args.option),
+                              max_episode_steps=args.max_episode_steps,
+                              flush_seconds=args.flush_seconds, progress=not args.no_progress)
+  except KeyboardInterrupt as e:
+    kept = e.writer.num_episodes_written if hasattr(e, 'writer') else 0
+    print(f'interrupted: {kept} episodes kept in {args.out}', file=sys.stderr)
+    return 130
   summary = {'out': args.out, 'episodes_written': writer.num_episodes_written}
   if writer.recovery_report.changed:  # What a killed earlier run left, salvaged first.
     summary['recovered'] = writer.recovery_report.summary()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from typing import Iterator, Optional, Union
 
@@ -68,6 +69,26 @@ class SpecMismatchError(RLDSSuiteError, ValueError):
 
 class UnresolvedDatasetError(RLDSSuiteError, LookupError):
   """A dataset_configs entry names no registered dataset (rlds_suite.streams.catalog)."""
+
+
+class UsageError(RLDSSuiteError, ValueError):
+  """Arguments that cannot work together: a build without the config it needs, or of files a
+  builder would download when downloads were not allowed."""
+
+
+class OutputWriteError(RLDSSuiteError, OSError):
+  """An output cannot be written: a read-only directory, a full disk, a quota. What was complete
+  before it is kept (the message says what)."""
+
+  _REASONS = {errno.ENOSPC: 'disk full', errno.EDQUOT: 'disk quota exceeded',
+              errno.EROFS: 'read-only file system', errno.EACCES: 'permission denied',
+              errno.EPERM: 'permission denied'}
+
+  @classmethod
+  def from_os_error(cls, error: OSError, path: PathLike) -> 'OutputWriteError':
+    """'disk full while writing PATH' (quota, read-only, permission denied, or the OS's words)."""
+    reason = cls._REASONS.get(error.errno) or error.strerror or str(error)
+    return cls(f'{reason} while writing {os.fspath(path)}')
 
 
 class UnknownEnvironmentError(RLDSSuiteError, LookupError):

@@ -13,7 +13,10 @@ with `rlds_suite.core.episodes.to_episodes` (the one place with boundary rules; 
 last timestep says: discount 0 -> terminated, otherwise truncated), serializes them
 (`serialization.serialize_batch`), appends them to the open shard file of a `ShardedDatasetWriter`
 and flushes it: from then on a SIGKILL cannot lose them (`recovery` salvages the unfinished shard).
-Metadata is written per completed shard and at close.
+Metadata is written per completed shard and at close; so is the recording's provenance (when
+given), which is also written as the writer opens. A write that fails (a full disk, a quota)
+stops the writer with one line saying how many episodes were kept: the unfinished shard's complete
+episodes are salvaged at once (`recovery`), never renamed into place with a torn record.
 Converting many episodes at once is what makes the per-step cost small: Python work per episode,
 not per step, was the whole cost for short episodes of small observations. `checkpoint` and
 `close` write the pending batch and drain the worker first. An episode that cannot be written (a
@@ -49,6 +52,7 @@ from rlds_suite.core import nested
 from rlds_suite.core.episodes import Episode, EpisodeBatch, TrajectoryBatch, to_episodes
 from rlds_suite.recording import background
 from rlds_suite.recording import recovery
+from rlds_suite.recording import run_provenance
 from rlds_suite.recording import serialization
 from rlds_suite.recording import shards
 from rlds_suite.recording import step_features as step_features_lib
@@ -90,6 +94,11 @@ class RLDSWriter(backend_writer.BackendWriter):
   `keep_reset_only_episodes`: an episode of only a reset (no action) is written as one step, first
   and last, truncated, with its metadata, as TFDS's EnvLogger reader keeps it (`convert` does
   this); by default such an episode is not written.
+
+  `provenance`: what is recording (`record` gives the environment, options, seed, policy): kept in
+  rlds_suite_provenance.json from the start, with the episodes written and a status, updated as
+  shards complete and at close. Recording into a directory that holds another dataset (another
+  name, or other declared features) is refused here, before the first step.
   """
 
   def __init__(self,
@@ -114,6 +123,7 @@ class RLDSWriter(backend_writer.BackendWriter):
                max_pending_batches: int = 2,
                writer_thread: bool = False,
                keep_reset_only_episodes: bool = False,
+               provenance: Optional[Mapping[str, Any]] = None,
                **base_kwargs):
     super().__init__(**base_kwargs)
     self._closed = True  # Until construction succeeds; makes __del__ harmless.
@@ -154,9 +164,14 @@ class RLDSWriter(backend_writer.BackendWriter):
     self.num_episodes_discarded = 0
     self._row_paths = (frozenset(self._image_fields) |
                        serialization.row_encoded_paths(self._declared_steps))
+    self._examples_before = 0  # Episodes the dataset held when this writer opened it.
+    self.provenance = None if provenance is None else {
+        **provenance, 'episodes_written': 0, 'status': 'recording'}
     self._lock = recovery.DirectoryLock(self.data_directory)
     try:
       self.recovery_report = recovery.recover(self.data_directory, lock=self._lock)
+      self._check_existing_dataset()
+      self._write_provenance(new=True)
     except BaseException:
       self._lock.release()
       raise
@@ -244,6 +259,18 @@ class RLDSWriter(backend_writer.BackendWriter):
       self._worker.submit(self._finish_shard)
       self._worker.wait()
 
+  def flush(self) -> None:
+    """Writes the episode in flight (truncated unless it ended) and the ended ones into the open
+    shard file and flushes it, without completing the shard (the shard policy stays the writer's):
+    once this returns a SIGKILL cannot lose them (`recovery` salvages the shard), though readers
+    see them only once their shard is completed."""
+    with self._operation():
+      if self._closed:
+        return
+      self._write_episode_in_flight()
+      self._submit_pending()
+      self._worker.wait()
+
   @property
   def episode_in_flight_steps(self) -> int:
     return 0 if self._steps is None else len(self._steps)
@@ -321,6 +348,10 @@ class RLDSWriter(backend_writer.BackendWriter):
   def _write_episodes(self, recorded: Sequence[Recorded]) -> None:
     """Converts, serializes and writes episodes in order; when one of them fails, the episodes
     before it are written and its error is raised."""
+    with self._stop_on_write_error():
+      self._write_episodes_or_fail(recorded)
+
+  def _write_episodes_or_fail(self, recorded: Sequence[Recorded]) -> None:
     try:
       batch = episodes_from_steps(recorded, self._row_paths.__contains__,
                                   _no_rows(self._declared_steps))
@@ -331,7 +362,7 @@ class RLDSWriter(backend_writer.BackendWriter):
       if len(recorded) == 1:
         raise
       for one in recorded:  # Finds the failing episode, writing those before it.
-        self._write_episodes([one])
+        self._write_episodes_or_fail([one])
       return  # Each was written: only converting them together failed.
     for example in serialized:
       self._shards.write(example)
@@ -343,12 +374,82 @@ class RLDSWriter(backend_writer.BackendWriter):
 
   def _finish_shard(self) -> None:
     if self._shards is not None:
-      self._shards.finish_shard()
+      with self._stop_on_write_error():
+        self._shards.finish_shard()
     self._shard_deadline = None
 
   def _close_shards(self) -> None:
+    if self._shards is not None and self._shards.failed:
+      return  # Stopped by a failed write: salvaged then.
+    with self._stop_on_write_error():
+      if self._shards is not None:
+        self._shards.close()
+      if self.provenance is not None:
+        if self.provenance['status'] == 'recording':  # Else what stopped it ('interrupted').
+          self.provenance['status'] = 'closed'
+        self.provenance['ended'] = run_provenance.timestamp()
+      self._write_provenance()
+
+  def _write_provenance(self, new: bool = False) -> None:
+    if self.provenance is not None:
+      self.provenance['episodes_written'] = self.num_episodes_written
+      run_provenance.write_run(self.data_directory, self.provenance, new=new)
+
+  @contextlib.contextmanager
+  def _stop_on_write_error(self) -> Iterator[None]:
+    """A failed write (full disk, quota) stops the writer: the complete episodes of the abandoned
+    shard are salvaged now, and the error says how many episodes were kept."""
+    try:
+      yield
+    except errors.OutputWriteError as e:
+      raise self._salvage(e) from e
+
+  def _salvage(self, error: errors.OutputWriteError) -> errors.OutputWriteError:
     if self._shards is not None:
-      self._shards.close()
+      self._shards.abandon()
+    hint = ''
+    try:  # Trimming the torn record frees what the metadata needs.
+      recovery.recover(self.data_directory, lock=self._lock, note_provenance=False)
+      info = shards.read_info(self.data_directory)
+      kept = (sum(info.splits[self._split].shard_lengths) - self._examples_before
+              if info is not None and self._split in info.splits else 0)
+    except (errors.RLDSSuiteError, OSError):
+      kept = 0 if self._shards is None else self._shards.num_examples - self._examples_before
+      hint = (f'; the complete episodes of its last shard are on disk too: free space, then '
+              f'run rlds-suite recover {self.data_directory}')
+    self.num_episodes_written = kept
+    if self.provenance is not None:
+      self.provenance.update(status=f'stopped: {error.problem}', ended=run_provenance.timestamp())
+      with contextlib.suppress(errors.RLDSSuiteError):
+        self._write_provenance()
+    return errors.OutputWriteError(f'{error.problem}: {kept} episodes kept{hint}')
+
+  def _check_existing_dataset(self) -> None:
+    """Refuses to record into a directory holding another dataset (checked before the first step)."""
+    existing = shards.read_info(self.data_directory)
+    if existing is None:
+      return
+    if existing.name != self._name:
+      raise errors.SpecMismatchError(
+          f'holds dataset {existing.name!r}: cannot record {self._name!r} into it; choose another '
+          f'directory (or name {existing.name!r} if it is the same environment)',
+          path=self.data_directory)
+    if self._split in existing.splits:
+      self._examples_before = sum(existing.splits[self._split].shard_lengths)
+    declared = self._declared_steps
+    if fields.OBSERVATION not in declared or fields.ACTION not in declared:
+      return  # Features are fixed by the first episode; ShardedDatasetWriter compares them then.
+    new = features_lib.rlds_features(
+        observation=declared[fields.OBSERVATION], action=declared[fields.ACTION],
+        reward=declared.get(fields.REWARD),
+        step_metadata={k: v for k, v in declared.items() if k not in fields.CORE_STEP_FIELDS})
+    old_steps, new_steps = existing.features[fields.STEPS].feature, new[fields.STEPS].feature
+    for key in declared:
+      if key not in old_steps or repr(old_steps[key]) != repr(new_steps[key]):
+        raise errors.SpecMismatchError(
+            f'holds dataset {existing.name!r} whose steps differ: {key} is '
+            f'{old_steps[key] if key in old_steps else None!r} there, {new_steps[key]!r} here; '
+            f'choose another directory', path=self.data_directory, field=f'steps/{key}')
 
   def _open(self, episode: Episode) -> None:
     """Fixes the features from the declarations and the first episode, and opens the directory."""
@@ -374,7 +475,9 @@ class RLDSWriter(backend_writer.BackendWriter):
           episode_metadata=episode_features)
       self._shards = shards.ShardedDatasetWriter(
           self.data_directory, name=self._name, features=feature_dict, version=self._version,
-          split=self._split, description=self._description, metadata=self._dataset_metadata)
+          split=self._split, description=self._description, metadata=self._dataset_metadata,
+          on_metadata=self._write_provenance)
+      self._examples_before = self._shards.num_examples
       self._serializer = serialization.EpisodeSerializer(self._shards.info.features)
 
 

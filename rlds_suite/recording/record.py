@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
 import re
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
@@ -14,6 +13,7 @@ import numpy as np
 from rlds_suite.core import errors
 from rlds_suite.core import progress as progress_lib
 from rlds_suite.recording import backend as backend_lib
+from rlds_suite.recording import run_provenance
 from rlds_suite.recording import signals
 
 Policy = Callable[[dm_env.TimeStep], Any]
@@ -43,6 +43,15 @@ def random_policy(action_spec: Any, seed: Optional[int] = None) -> Policy:
   return policy
 
 
+class RecordingInterrupted(KeyboardInterrupt):
+  """Ctrl-C stopped `record`: the writer was closed first (the episode in flight written as
+  truncated); `writer` says how many episodes were kept."""
+
+  def __init__(self, writer: backend_lib.RLDSWriter):
+    super().__init__(f'{writer.num_episodes_written} episodes kept in {writer.data_directory}')
+    self.writer = writer
+
+
 def record(env: Union[str, dm_env.Environment],
            policy: Union[str, Policy] = 'random',
            *,
@@ -63,61 +72,82 @@ def record(env: Union[str, dm_env.Environment],
   `env` is a dm_env environment or an `rlds_suite.envs.make` spec ('gymnasium:CartPole-v1',
   made with `env_options`); `policy` maps a timestep to an action, or is 'random'. Episodes cut at
   `max_episode_steps` actions are written as truncated. The dataset is named after the environment
-  unless `name` is given. With `handle_signals`, SIGUSR1 and SIGTERM checkpoint (see
-  rlds_suite.recording.signals). The dataset's provenance (environment, options, seed, policy,
-  start and end time, files' sha256) is written when recording ends. Returns the closed writer
-  (counts of episodes written).
+  unless `name` is given; a directory holding another dataset is refused before the first step.
+  With `handle_signals`, SIGUSR1 and SIGTERM checkpoint and Ctrl-C stops between writes (see
+  rlds_suite.recording.signals). Ctrl-C closes the writer, then raises RecordingInterrupted. The
+  dataset's provenance (environment, options, seed, policy, start and end time, files' sha256) is
+  written as recording starts and kept current. Returns the closed writer (counts of episodes
+  written).
   """
   import envlogger  # pylint: disable=g-import-not-at-top
   from rlds_suite import envs  # pylint: disable=g-import-not-at-top
+  if episodes < 1:
+    raise errors.UsageError(f'nothing to record: episodes must be at least 1, not {episodes}',
+                            field='episodes')
   owns_env = isinstance(env, str)
   env_spec = env if owns_env else type(env).__name__
   name = name or dataset_name_for(env_spec)
-  started = _now()
+  started = run_provenance.timestamp()
   if owns_env:
     env = envs.make(env, seed=seed, **(env_options or {}))
-  if image_fields is None:
-    image_fields = envs.image_fields(env)
   policy_name = policy if isinstance(policy, str) else getattr(policy, '__qualname__', repr(policy))
-  if isinstance(policy, str):
-    if policy != 'random':
-      raise errors.RLDSSuiteError(f"unknown policy {policy!r}; use 'random' or a callable",
-                                  field='policy')
-    policy = random_policy(env.action_spec(), seed)
-  if step_fn is None and envs.records_frames(env):
-    step_fn = envs.frame_step_fn
-  writer = backend_lib.RLDSWriter(data_dir, name=name, env=env, image_fields=image_fields,
-                                  **writer_kwargs)
-  logged = envlogger.EnvLogger(env, backend=writer, step_fn=step_fn, episode_fn=episode_fn)
+  try:
+    if image_fields is None:
+      image_fields = envs.image_fields(env)
+    if isinstance(policy, str):
+      if policy != 'random':
+        raise errors.RLDSSuiteError(f"unknown policy {policy!r}; use 'random' or a callable",
+                                    field='policy')
+      policy = random_policy(env.action_spec(), seed)
+    if step_fn is None and envs.records_frames(env):
+      step_fn = envs.frame_step_fn
+    writer = backend_lib.RLDSWriter(data_dir, name=name, env=env, image_fields=image_fields,
+                                    provenance={
+                                        'env': env_spec, 'env_options': dict(env_options or {}),
+                                        'seed': seed, 'policy': policy_name,
+                                        'episodes_requested': episodes,
+                                        'max_episode_steps': max_episode_steps,
+                                        'started': started},
+                                    **writer_kwargs)
+    logged = envlogger.EnvLogger(env, backend=writer, step_fn=step_fn, episode_fn=episode_fn)
+    interrupted = _roll_out(logged, policy, writer, episodes, max_episode_steps, progress,
+                            handle_signals)
+  finally:
+    if owns_env:
+      env.close()
+  if interrupted:
+    raise RecordingInterrupted(writer)
+  return writer
+
+
+def _roll_out(logged: dm_env.Environment, policy: Policy, writer: backend_lib.RLDSWriter,
+              episodes: int, max_episode_steps: Optional[int], progress: bool,
+              handle_signals: bool) -> bool:
+  """Runs the episodes and closes `writer`; returns whether Ctrl-C stopped them."""
   bar = _progress_bar(episodes, progress)
+  interrupted = False
   try:
     with (signals.preemption_handlers(writer) if handle_signals else contextlib.nullcontext()):
-      steps = 0
-      for _ in range(episodes):
-        timestep = logged.reset()
-        actions = 0
-        while not timestep.last():
-          if max_episode_steps is not None and actions >= max_episode_steps:
-            break
-          timestep = logged.step(policy(timestep))
-          actions += 1
-        steps += actions
-        progress_lib.count_episode(bar, steps)
+      try:
+        steps = 0
+        for _ in range(episodes):
+          timestep = logged.reset()
+          actions = 0
+          while not timestep.last():
+            if max_episode_steps is not None and actions >= max_episode_steps:
+              break
+            timestep = logged.step(policy(timestep))
+            actions += 1
+          steps += actions
+          progress_lib.count_episode(bar, steps)
+      except KeyboardInterrupt:
+        interrupted = True
+        writer.provenance['status'] = 'interrupted'
       writer.close()
   finally:
     bar.close()
     writer.close()
-    if owns_env:
-      env.close()
-  if writer.num_episodes_written:
-    from rlds_suite.tfds import provenance  # pylint: disable=g-import-not-at-top
-    provenance.write(data_dir, previous_runs=True, produced_by={
-        'recording': {'env': env_spec, 'env_options': dict(env_options or {}), 'seed': seed,
-                      'policy': policy_name, 'episodes_requested': episodes,
-                      'episodes_written': writer.num_episodes_written,
-                      'max_episode_steps': max_episode_steps, 'started': started,
-                      'ended': _now()}})
-  return writer
+  return interrupted
 
 
 def dataset_name_for(env_spec: str) -> str:
@@ -125,10 +155,6 @@ def dataset_name_for(env_spec: str) -> str:
   name = re.sub(r'[^a-z0-9]+', '_', env_spec.lower())
   name = name.strip('_') or 'rollouts'
   return name if name[0].isalpha() else f'env_{name}'
-
-
-def _now() -> str:
-  return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
 
 def _progress_bar(total: int, enabled: bool):

@@ -6,7 +6,8 @@ TFRecord frames are self-delimiting and checksummed ([length][crc of length][dat
 so `recover` keeps every complete record, drops only a torn last record, renames the file into
 place as the next shard and rewrites the metadata; the dataset then loads with every salvaged
 episode. It also lists complete shards that were renamed into place by a run killed before it
-rewrote the metadata. Nothing is deleted unless it is reported: a file whose bad bytes are not a
+rewrote the metadata, trimming a torn last record there too (older writers renamed a shard whose
+last write failed on a full disk). Nothing is deleted unless it is reported: a file whose bad bytes are not a
 torn last record (a checksum failing in the middle) is left as it is and raises CorruptFileError.
 
 A recording holds `DirectoryLock` on its directory while it writes (the kernel drops the lock when
@@ -29,6 +30,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rlds_suite.core import errors
+from rlds_suite.recording import run_provenance
 from rlds_suite.recording import shards
 
 LOCK_FILENAME = '.recording.lock'
@@ -49,14 +51,15 @@ class DirectoryLock:
 
   def __init__(self, directory: str | os.PathLike):
     self.directory = os.fspath(directory)
-    os.makedirs(self.directory, exist_ok=True)
-    self._key = os.path.realpath(self.directory)
     self._path = os.path.join(self.directory, LOCK_FILENAME)
-    with DirectoryLock._held_lock:
-      if self._key in DirectoryLock._held:
-        raise self._busy(os.getpid())
-      self._fd: Optional[int] = self._acquire()
-      DirectoryLock._held.add(self._key)
+    with shards.writing(self._path):  # A read-only directory: one line.
+      os.makedirs(self.directory, exist_ok=True)
+      self._key = os.path.realpath(self.directory)
+      with DirectoryLock._held_lock:
+        if self._key in DirectoryLock._held:
+          raise self._busy(os.getpid())
+        self._fd: Optional[int] = self._acquire()
+        DirectoryLock._held.add(self._key)
 
   def release(self) -> None:
     """Removes the lock file and releases the lock. Idempotent."""
@@ -237,19 +240,25 @@ class RecoveryReport:
     return f'{self.directory}: recovered an interrupted recording: ' + '; '.join(parts)
 
 
-def recover(directory: str | os.PathLike, lock: Optional[DirectoryLock] = None) -> RecoveryReport:
+def recover(directory: str | os.PathLike, lock: Optional[DirectoryLock] = None,
+            note_provenance: bool = True) -> RecoveryReport:
   """Salvages an interrupted recording in `directory` and rewrites its metadata so it loads.
 
   Takes the directory's lock for the duration unless the caller holds it (`lock`); raises
   UnfinishedRecordingError if a live recording holds it. Idempotent: a directory with nothing
-  unfinished is left as it is.
+  unfinished is left as it is. What it changed is added to the dataset's provenance
+  (`note_provenance`), so that `verify` holds. A full disk raises OutputWriteError: free space and
+  run it again.
   """
   directory = os.fspath(directory)
   if not os.path.isdir(directory):
     raise errors.EmptyInputError('no such dataset directory', path=directory)
   held = lock if lock is not None else DirectoryLock(directory)
   try:
-    return _recover(directory)
+    report = _recover(directory)
+    if report.changed and note_provenance:
+      run_provenance.note_recovery(directory, report.summary())
+    return report
   finally:
     if lock is None:
       held.release()
@@ -301,27 +310,39 @@ def _recover_split(directory: str, info: tfds.core.DatasetInfo, split: str,
   while os.path.exists(shard_path(len(lengths))):  # Renamed into place, metadata not rewritten.
     path = shard_path(len(lengths))
     scan = scan_records(path)
-    if scan.torn_bytes:
-      raise errors.CorruptFileError(f'a completed shard ends in {scan.torn_bytes} bytes of a '
-                                    f'torn record', path=path)
+    if scan.torn_bytes:  # Renamed with a torn last record (by a writer before the disk-full fix).
+      final = _keep_complete_records(path, scan, shard_path(len(lengths)), report)
+      if final is None:
+        break
+    else:
+      report.unlisted_shards.append(path)
     lengths.append(scan.records)
     num_bytes += scan.payload_bytes
-    report.unlisted_shards.append(path)
     changed = True
   for path in unfinished:
     scan = scan_records(path)
-    if scan.records == 0:
-      os.remove(path)  # Only a torn record: nothing to keep. Reported.
-      report.salvaged.append(SalvagedShard(path, None, 0, scan.torn_bytes))
+    if _keep_complete_records(path, scan, shard_path(len(lengths)), report) is None:
       continue
+    lengths.append(scan.records)
+    num_bytes += scan.payload_bytes
+    changed = True
+  if changed:
+    with shards.writing(os.path.join(directory, 'dataset_info.json')):
+      shards.write_metadata(directory, info, split, lengths, num_bytes)
+
+
+def _keep_complete_records(path: str, scan: RecordScan, final: str,
+                           report: RecoveryReport) -> Optional[str]:
+  """Trims the torn last record of `path` and renames it to `final` (it may be `path`); removes
+  it if no record is complete (returns None). Reported."""
+  if scan.records == 0:
+    os.remove(path)  # Only a torn record: nothing to keep.
+    report.salvaged.append(SalvagedShard(path, None, 0, scan.torn_bytes))
+    return None
+  with shards.writing(path):
     if scan.torn_bytes:
       os.truncate(path, scan.valid_bytes)
     shards.fsync(path)
-    final = shard_path(len(lengths))
     os.replace(path, final)
-    lengths.append(scan.records)
-    num_bytes += scan.payload_bytes
-    report.salvaged.append(SalvagedShard(path, final, scan.records, scan.torn_bytes))
-    changed = True
-  if changed:
-    shards.write_metadata(directory, info, split, lengths, num_bytes)
+  report.salvaged.append(SalvagedShard(path, final, scan.records, scan.torn_bytes))
+  return final

@@ -7,6 +7,9 @@
     metadata, close the writer, then terminate as the previous handler would have (by default:
     re-raise SIGTERM with the default action).
 
+  * SIGINT (Ctrl-C): KeyboardInterrupt, raised only between the writer's operations, so that the
+    recording loop can close the writer (`record` does); further SIGINTs meanwhile are ignored.
+
 Python runs handlers in the main thread between bytecodes; a signal arriving inside the writer's
 own bookkeeping is handled as soon as that returns (`run_when_idle`).
 """
@@ -33,7 +36,8 @@ class Checkpointable(Protocol):
 
 @contextlib.contextmanager
 def preemption_handlers(writer: Checkpointable) -> Iterator[None]:
-  """Installs the SIGUSR1/SIGTERM handlers above for the block (main thread only; elsewhere a no-op)."""
+  """Installs the SIGUSR1/SIGTERM/SIGINT handlers above for the block (main thread only; elsewhere
+  a no-op)."""
   if threading.current_thread() is not threading.main_thread():
     yield
     return
@@ -57,10 +61,22 @@ def preemption_handlers(writer: Checkpointable) -> Iterator[None]:
 
     writer.run_when_idle(finish_and_terminate)
 
+  interrupted = []
+
+  def on_int(signum, frame):  # pylint: disable=unused-argument
+    if not interrupted:
+      interrupted.append(signum)
+      writer.run_when_idle(_raise_keyboard_interrupt)
+
   previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, on_usr1)
   previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, on_term)
+  previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_int)
   try:
     yield
   finally:
     for signum, handler in previous.items():
       signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def _raise_keyboard_interrupt() -> None:
+  raise KeyboardInterrupt

@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import sys
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from rlds_suite.core import errors
 
@@ -49,6 +49,26 @@ def digests(root: errors.PathLike, skip: Iterable[str] = ()) -> dict[str, dict[s
   return found
 
 
+def dataset_digests(dataset_dir: errors.PathLike, previous: Mapping[str, Any] = {},
+                    write_once: Callable[[str], bool] = lambda name: False) -> dict[str, Any]:
+  """Digests of a dataset's own files: all but the provenance and hidden files (a recording's lock
+  and unfinished shard). A `write_once` file keeps its `previous` digest while its size holds."""
+  found = {}
+  for directory, subdirectories, files in os.walk(dataset_dir):
+    subdirectories[:] = sorted(d for d in subdirectories if not d.startswith('.'))
+    for name in sorted(files):
+      path = os.path.join(directory, name)
+      relative = os.path.relpath(path, dataset_dir)
+      if name.startswith('.') or relative == FILE_NAME or not os.path.isfile(path):
+        continue
+      known = previous.get(relative)
+      if known and write_once(relative) and known['size'] == os.path.getsize(path):
+        found[relative] = known
+      else:
+        found[relative] = digest(path)
+  return found
+
+
 def command_line() -> str:
   """The command that is running, as the user typed it (best effort)."""
   argv = list(sys.argv)
@@ -59,17 +79,22 @@ def command_line() -> str:
 
 def write(dataset_dir: errors.PathLike, *, produced_by: Mapping[str, Any],
           source_root: Optional[errors.PathLike] = None,
-          previous_runs: bool = False) -> dict[str, Any]:
+          previous_runs: bool = False, replace_last_run: bool = False,
+          write_once: Callable[[str], bool] = lambda name: False) -> dict[str, Any]:
   """Writes the provenance of the dataset in `dataset_dir` (the directory of dataset_info.json).
 
   `produced_by` says what made it (builder and config, or environment and policy). With
-  `previous_runs`, earlier runs already recorded (a recording appended to) are kept in 'runs'.
+  `previous_runs`, earlier runs already recorded (a recording appended to) are kept in 'runs';
+  `replace_last_run` replaces the last of them (a recording updating its own run as it goes).
+  Files for which `write_once` holds (completed shards) are not hashed again while their size holds.
   """
   from rlds_suite import __version__  # pylint: disable=g-import-not-at-top
   path = os.path.join(dataset_dir, FILE_NAME)
-  runs = []
-  if previous_runs and os.path.exists(path):
-    runs = read(dataset_dir).get('runs', [])
+  runs, previous = [], {}
+  if (previous_runs or replace_last_run) and os.path.exists(path):
+    recorded = read(dataset_dir)
+    runs, previous = recorded.get('runs', []), recorded.get('dataset_files', {})
+    runs = runs[:-1] if replace_last_run else runs
   run = {'rlds_suite_version': __version__, 'command': command_line(),
          'finished': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
          **produced_by}
@@ -77,12 +102,16 @@ def write(dataset_dir: errors.PathLike, *, produced_by: Mapping[str, Any],
       'runs': runs + [run],
       'source_root': None if source_root is None else os.path.abspath(source_root),
       'sources': {} if source_root is None else digests(source_root),
-      'dataset_files': digests(dataset_dir, skip=[FILE_NAME]),
+      'dataset_files': dataset_digests(dataset_dir, previous, write_once),
   }
-  temporary = path + '.tmp'
-  with open(temporary, 'w') as f:
-    json.dump(record, f, indent=1, default=str)
-  os.replace(temporary, path)
+  temporary = os.path.join(dataset_dir, f'.{FILE_NAME}.tmp')
+  try:
+    with open(temporary, 'w') as f:
+      json.dump(record, f, indent=1, default=str)
+    os.replace(temporary, path)
+  finally:
+    if os.path.exists(temporary):  # A full disk: the previous provenance stands.
+      os.remove(temporary)
   return record
 
 
@@ -130,7 +159,7 @@ def verify(dataset_dir: errors.PathLike, manual_dir: Optional[errors.PathLike] =
   """Hashes the dataset's files and, where present, its sources again and compares them."""
   recorded = read(dataset_dir)
   report = VerifyReport(dataset_dir=os.fspath(dataset_dir))
-  current = digests(dataset_dir, skip=[FILE_NAME])
+  current = dataset_digests(dataset_dir)
   report.checked_dataset_files = len(current)
   report.problems += _compare(recorded['dataset_files'], current, 'dataset file')
   sources = recorded.get('sources') or {}
