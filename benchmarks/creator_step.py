@@ -98,7 +98,7 @@ async def ours(url: str, env_row: dict, steps: int, timings: list) -> list[float
         if step['last']:
           await player.until('ended')
           await player.send(type='verdict', accept=True)
-          await player.until('saving')
+          await player.until('saved')
           await player.send(type='new')
           await player.until('step')
       await player.send(type='cancel')

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
+import time
 import zipfile
 
 import numpy as np
@@ -14,6 +16,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from rlds_suite.core import errors
+from rlds_suite.creator import export as export_lib
 from rlds_suite.creator import keymaps
 from rlds_suite.creator import recorder as recorder_lib
 from rlds_suite.creator import storage as storage_lib
@@ -43,7 +46,7 @@ async def _play_one(client, study, token, keys, accept=True):
   steps = await player.play_synchronous(keys)
   ended = await player.until('ended')
   await player.send(type='verdict', accept=accept)
-  await player.until('saving')
+  await player.until('saved')
   await player.ws.close()
   state = storage_lib.COMPLETED if accept else storage_lib.REJECTED
   row = await h.wait_state(client, ended['episode_id'], state)
@@ -169,6 +172,18 @@ def test_play_replay_tags_and_download(tmp_path):
       builder = tfds.builder_from_directory(directory)
       assert builder.info.metadata['environment']['spec'] == 'gymnasium:CartPole-v1'
       assert builder.info.metadata['export_options']['strip_metadata'] is False
+      # Episode metadata, declared as features: what the study knows of each episode.
+      (plain,) = list(tfds.as_numpy(builder.as_dataset(split='train')))
+      assert [t.decode() for t in plain['tags']] == ['good']
+      assert plain['notes'].decode() == 'steady hands' and plain['player_name'].decode() == 'ada'
+      assert plain['study_id'] == study['id'] and plain['state'].decode() == 'COMPLETED'
+      assert plain['environment_spec'].decode() == 'gymnasium:CartPole-v1'
+      assert json.loads(plain['environment_options']) == h.CARTPOLE['options']
+      assert plain['ending'].decode() == row['ending'] and plain['player_id'] == player['id']
+      assert abs(plain['created_time'] - time.time()) < 600
+      assert plain['updated_time'] >= plain['created_time']
+      for name in export_lib.episode_features():
+        assert name in builder.info.features
       episode = load_steps(directory)[row['id']]['steps']
       np.testing.assert_array_equal(episode['action'][:n_actions], [s['action'] for s in steps])
       assert [k.decode() for k in episode['keys'][:n_actions]] == [s['keys'] for s in steps]
@@ -215,13 +230,14 @@ def test_episode_states(tmp_path):
       await p.start(env_id)
       await p.play_synchronous([RIGHT, RIGHT])
       await p.send(type='cancel')
-      cancelled = (await p.until('saving'))['episode_id']
+      cancelled = (await p.until('saved'))['episode_id']
       # ENTER: a new episode; then the connection is lost mid-episode.
       await p.send(type='new')
       await p.until('step')
       await p.step(LEFT)
       await p.ws.close()
       await h.wait_state(client, cancelled, storage_lib.CANCELLED)
+      await asyncio.sleep(0.5)  # Past pause_timeout: the parked session is closed, not resumed.
       # Paused past the timeout.
       q = await h.Player.connect(client, study['id'], token)
       await q.start(env_id)
@@ -243,6 +259,9 @@ def test_episode_states(tmp_path):
       assert states == ['ABANDONED', 'ABANDONED', 'CANCELLED', 'REJECTED'], [
           (r['state'], r['num_steps'], r['stored']) for r in rows]
       assert all(r['stored'] for r in rows)
+      # The episodes share a shard file (the writer's policy), not a file each.
+      (dataset,) = {r['dataset'] for r in rows}
+      assert len([f for f in os.listdir(os.path.join(tmp_path, dataset)) if 'tfrecord' in f]) == 1
       # Only COMPLETED by default: nothing here; asked for, the others come.
       response = await client.post('/api/download', headers=h.designer(),
                                    json={'study_id': study['id']})
@@ -304,8 +323,28 @@ def test_keymaps():
     def action_spec(self):
       return specs.BoundedArray((1,), np.float64, -1.0, 1.0)
   swingup = keymaps.for_environment('dm_control:cartpole-swingup', Continuous())
-  assert swingup.action([]) == [0.0] and swingup.action(['left']) == [-1.0]
-  assert swingup.action(['right']) == [1.0] and not swingup.synchronous
+  assert not swingup.synchronous and swingup.idle_action == [0.0]
+  controls = keymaps.Controls(swingup)
+  # A held key ramps its axis to the bound over ramp_seconds (0.5 s); releasing it returns it.
+  assert controls.action([], seconds=0.25)[0].tolist() == [0.0]
+  assert controls.action(['left'], seconds=0.25) [0].tolist() == [-0.5]
+  assert controls.action(['left'], seconds=0.25)[0].tolist() == [-1.0]
+  assert controls.action(['left'], seconds=0.25)[0].tolist() == [-1.0]
+  action, pressed = controls.action(['right'], seconds=0.25)
+  assert action.tolist() == [0.5] and pressed == 'right'
+  assert controls.action([], seconds=0.25)[0].tolist() == [0.0]
+  # A gamepad stick sets the axis at once.
+  action, pressed = controls.action([], sticks=[0.4, 0.0], seconds=0.25)
+  assert action.tolist() == [0.4] and pressed == keymaps.STICK
+
+  class Asymmetric:
+    def action_spec(self):
+      return specs.BoundedArray((2,), np.float32, [0.0, -2.0], [1.0, 2.0])
+  controls = keymaps.Controls(keymaps.for_environment('gymnasium:Custom-v0', Asymmetric()))
+  assert controls.action(['left', 'down'], seconds=0.25)[0].tolist() == [0.0, -1.0]
+  # The stick's y axis points down: pushed up, the second dimension goes up.
+  assert controls.action([], sticks=[1.0, -1.0])[0].tolist() == [1.0, 2.0]
+  assert keymaps.as_action(controls.action([])[0], Asymmetric().action_spec()).dtype == np.float32
   declared = keymaps.for_environment('gymnasium:CartPole-v1', None, {
       'bindings': [[['space'], 1], [['down'], 0]], 'synchronous': True})
   assert declared.action(['space']) == 1
@@ -322,11 +361,14 @@ def test_asynchronous_atari_steps_with_held_keys(tmp_path):
 
   async def body():
     async with h.running(str(tmp_path)) as client:
-      study = await h.make_study(client, [atari], record_frames=False)
+      study = await h.make_study(client, [atari], record_frames=True)
       _, token = await h.enroll(client, study)
       p = await h.Player.connect(client, study['id'], token)
       ready = await p.start(study['environments'][0]['id'])
       assert not ready['keymap']['synchronous'] and ready['has_frames']
+      assert p.headers[0]['waiting']
+      await asyncio.sleep(0.4)  # The episode waits for the first key (15 fps would step ~6 times).
+      assert len(p.headers) == 1
       await p.send(type='speed', fps=60)
       for keys in (['right'], [], ['space'], ['left', 'up']):
         await p.send(type='keys', keys=keys)
@@ -336,7 +378,7 @@ def test_asynchronous_atari_steps_with_held_keys(tmp_path):
         await p.until('step')
       ended = await p.until('ended')
       await p.send(type='verdict', accept=True)
-      await p.until('saving')
+      await p.until('saved')
       await p.ws.close()
       row = await h.wait_state(client, ended['episode_id'], storage_lib.COMPLETED)
       return p.headers[1:], row
@@ -349,11 +391,13 @@ def test_asynchronous_atari_steps_with_held_keys(tmp_path):
   np.testing.assert_array_equal(steps['action'][:40], [hd['action'] for hd in headers])
   assert [k.decode() for k in steps['keys'][:40]] == [hd['keys'] for hd in headers]
   assert steps['observation'].shape == (41, 210, 160, 3)
+  assert 'frame' not in steps  # The observation is the frame shown: stored once.
 
 
-def test_killed_server_keeps_completed_episodes(tmp_path):
-  """A real `rlds-suite creator` process killed with SIGKILL mid-episode: restarted, it still has
-  the completed episode (downloadable) and marks the one in flight ABANDONED."""
+def test_killed_server_keeps_every_played_step(tmp_path):
+  """A real `rlds-suite creator` process killed with SIGKILL: restarted, it still has the completed
+  episode, the one that ended but had no verdict yet (the player, reconnecting, is asked for it),
+  and the one in flight, ABANDONED with the steps spooled before the kill (downloadable)."""
   import signal  # pylint: disable=g-import-not-at-top
   import socket  # pylint: disable=g-import-not-at-top
   import subprocess  # pylint: disable=g-import-not-at-top
@@ -377,27 +421,29 @@ def test_killed_server_keeps_completed_episodes(tmp_path):
             await asyncio.sleep(0.2)
         study = await (await session.post(f'{url}/api/studies', headers=h.designer(), json={
             'name': 'crash', 'environments': [h.CARTPOLE], 'active': True})).json()
-        async with session.ws_connect(f'{url}/ws/play/{study["id"]}') as ws:
+        env_id = study['environments'][0]['id']
+        _, token = await h.enroll(session_client(session, url), study)
+        async with session.ws_connect(f'{url}/ws/play/{study["id"]}') as ws, \
+            session.ws_connect(f'{url}/ws/play/{study["id"]}') as ws2:
           p = h.Player(ws)
           await p.send(type='hello', token=h.TOKEN)
-          await p.start(study['environments'][0]['id'])
+          await p.start(env_id)
           await p.play_synchronous([LEFT] * 20)
           done = (await p.until('ended'))['episode_id']
           await p.send(type='verdict', accept=True)
-          await p.until('saving')
-          for _ in range(600):
-            row = await (await session.get(f'{url}/api/episodes/{done}',
-                                           headers=h.designer())).json()
-            if row['state'] == storage_lib.COMPLETED:
-              break
-            await asyncio.sleep(0.1)
+          await p.until('saved')
           await p.send(type='new')
           await p.until('step')
-          await p.step(RIGHT)
-          rows = await (await session.get(f'{url}/api/episodes', headers=h.designer())).json()
+          await p.play_synchronous([RIGHT] * 20)
+          unjudged = (await p.until('ended'))['episode_id']  # On disk now; no verdict yet.
+          q = h.Player(ws2)
+          await q.send(type='hello', token=token)
+          await q.start(env_id)
+          in_flight = [(await q.step(k))['action'] for k in (LEFT, RIGHT, LEFT)]
+          await asyncio.sleep(2.0)  # The spool takes the steps within spool_seconds (1 s).
           process.send_signal(signal.SIGKILL)
-          return study, done, [r['id'] for r in rows if r['id'] != done]
-    study, done, (in_flight,) = run(play())
+          return study, done, unjudged, in_flight
+    study, done, unjudged, in_flight_actions = run(play())
     process.wait(30)
   finally:
     process.kill()
@@ -407,10 +453,37 @@ def test_killed_server_keeps_completed_episodes(tmp_path):
     async with h.running(str(tmp_path)) as client:
       rows = {r['id']: r for r in await (await client.get(
           '/api/episodes', headers=h.designer())).json()}
-      response = await client.post('/api/download', headers=h.designer(), json={
-          'study_id': study['id'], 'format': 'directory'})
-      return rows, (await response.json())['episodes']
-  rows, downloaded = run(restarted())
+      abandoned = await (await client.post('/api/download', headers=h.designer(), json={
+          'study_id': study['id'], 'format': 'directory', 'states': ['ABANDONED']})).json()
+      # The designer reconnects: asked for the verdict on the episode that ended before the kill.
+      p = await h.Player.connect(client, study['id'], h.TOKEN)
+      await p.ws.send_json({'type': 'start', 'environment_id': study['environments'][0]['id']})
+      await p.until('ready')
+      ended = await p.until('ended')
+      await p.send(type='verdict', accept=True)
+      await p.until('saved')
+      await p.ws.close()
+      kept = await (await client.post('/api/download', headers=h.designer(), json={
+          'study_id': study['id'], 'format': 'directory'})).json()
+      return rows, abandoned, ended, kept
+  rows, abandoned, ended, kept = run(restarted())
   assert rows[done]['state'] == storage_lib.COMPLETED and rows[done]['stored']
-  assert rows[in_flight]['state'] == storage_lib.ABANDONED and not rows[in_flight]['stored']
-  assert downloaded == [done]
+  assert rows[unjudged]['state'] == storage_lib.ENDED and rows[unjudged]['stored']
+  (in_flight,) = [i for i in rows if i not in (done, unjudged)]
+  assert rows[in_flight]['state'] == storage_lib.ABANDONED and rows[in_flight]['stored']
+  assert rows[in_flight]['num_steps'] == len(in_flight_actions) + 1
+  assert abandoned['episodes'] == [in_flight]
+  steps = load_steps(abandoned['directories'][0])[in_flight]['steps']
+  np.testing.assert_array_equal(steps['action'][:3], in_flight_actions)
+  assert [k.decode() for k in steps['keys'][:3]] == ['left', 'right', 'left']
+  assert bool(steps['is_last'][-1]) and not steps['is_terminal'].any()
+  assert ended['episode_id'] == unjudged
+  assert sorted(kept['episodes']) == sorted([done, unjudged])
+
+
+def session_client(session, url):
+  """An aiohttp ClientSession as the test client that creator_helpers expects (paths, not URLs)."""
+  class Client:
+    async def post(self, path, **kwargs):
+      return await session.post(url + path, **kwargs)
+  return Client()

@@ -47,7 +47,7 @@ async def _player(session: aiohttp.ClientSession, url: str, study: dict, token: 
       ended = await player.until('ended')
       accept = episode % 2 == 0
       await player.send(type='verdict', accept=accept)
-      saving = await player.until('saving')
+      saving = await player.until('saved')
       assert saving['episode_id'] == ended['episode_id']
       if accept:
         kept[ended['episode_id']] = actions

@@ -9,18 +9,23 @@ boundary rules stay in one place:
   * `step_tag_fields`: every step tag label of the selection becomes a boolean step field
     `tag:<label>`, True at the tagged steps.
   * `strip_metadata`: drops the creator's step metadata (keys, wall_time, frame).
-The dataset's metadata (TFDS `metadata.json`) names the study, the environment spec and options,
-the filters and the export options.
+Each episode carries, as episode metadata declared as TFDS features (`EPISODE_FEATURES`), its id,
+player id and name, study id, environment spec and options (JSON), state, ending, tags, notes and
+when it was started and last changed (seconds since the epoch, UTC). The dataset's metadata (TFDS
+`metadata.json`) names the study, the environment spec and options, the filters and the export
+options.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import json
 import os
 import shutil
 import tempfile
 import zipfile
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -32,6 +37,39 @@ from rlds_suite.creator import recorder
 from rlds_suite.creator import storage as storage_lib
 
 TAG_PREFIX = 'tag:'
+
+
+def episode_features() -> dict[str, Any]:
+  """The episode metadata of a download, beside `episode_id` and `player_id`."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  from rlds_suite.tfds import features as features_lib  # pylint: disable=g-import-not-at-top
+  return {
+      'player_name': features_lib.text('The name the player enrolled with.'),
+      'study_id': features_lib.scalar(np.int64, 'The creator study.'),
+      'environment_spec': features_lib.text('The envs.make spec, e.g. atari:Breakout.'),
+      'environment_options': features_lib.text('The envs.make options, as JSON.'),
+      'state': features_lib.text('COMPLETED, REJECTED, CANCELLED, ABANDONED or ENDED.'),
+      'ending': features_lib.text('terminated, truncated or cancelled.'),
+      'tags': tfds.features.Sequence(tfds.features.Text(), doc='Episode tags.'),
+      'notes': features_lib.text('Notes written in the replay page.'),
+      'created_time': features_lib.scalar(np.float64, 'When the episode started (s since epoch).'),
+      'updated_time': features_lib.scalar(np.float64, 'When it last changed (s since epoch).'),
+  }
+
+
+def _episode_metadata(row: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, Any]:
+  return {recorder.EPISODE_ID: row['id'], recorder.PLAYER_ID: np.int64(row['player_id']),
+          'player_name': row.get('player_name', ''), 'study_id': np.int64(row['study_id']),
+          'environment_spec': env['spec'],
+          'environment_options': json.dumps(env['options'], sort_keys=True),
+          'state': row['state'], 'ending': row['ending'] or '', 'tags': list(row['tags']),
+          'notes': row['notes'], 'created_time': _seconds(row['created']),
+          'updated_time': _seconds(row['updated'])}
+
+
+def _seconds(iso_utc: str) -> np.float64:
+  when = datetime.datetime.fromisoformat(iso_utc).replace(tzinfo=datetime.timezone.utc)
+  return np.float64(when.timestamp())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +106,11 @@ class ExportResult:
 
 
 def export(db: storage_lib.Storage, data_dir: str, out_dir: str, selection: Selection,
-           options: ExportOptions = ExportOptions()) -> ExportResult:
-  """Writes the selected stored episodes under `out_dir` (which must not exist yet)."""
+           options: ExportOptions = ExportOptions(),
+           publish: Callable[[str], None] = lambda directory: None) -> ExportResult:
+  """Writes the selected stored episodes under `out_dir` (which must not exist yet). `publish`
+  is called with each source dataset directory before it is read (the server's recorder
+  completes its open shard there)."""
   from rlds_suite.tfds import writing  # pylint: disable=g-import-not-at-top
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   for tag in selection.tags + options.end_tags:
@@ -86,6 +127,7 @@ def export(db: storage_lib.Storage, data_dir: str, out_dir: str, selection: Sele
     by_dataset.setdefault(row['dataset'], []).append(row)
   for dataset, dataset_rows in sorted(by_dataset.items()):
     source = os.path.join(data_dir, dataset)
+    publish(source)
     recorded = recorder.read_episodes(source, [r['id'] for r in dataset_rows])
     missing = [r['id'] for r in dataset_rows if r['id'] not in recorded]
     if missing:
@@ -93,9 +135,11 @@ def export(db: storage_lib.Storage, data_dir: str, out_dir: str, selection: Sele
                                path=source)
     labels = sorted({label for r in dataset_rows for ls in r['step_tags'].values() for label in ls})
     tag_labels = labels if options.step_tag_fields else []
+    env = next(e for e in study['environments'] if e['id'] == dataset_rows[0]['environment_id'])
     episodes = []
     for row in dataset_rows:
-      episode = _episode(recorded[row['id']], row, options, tag_labels)
+      episode = _episode(recorded[row['id']], row, options, tag_labels,
+                         _episode_metadata(row, env))
       if episode is None:
         result.dropped.append(row['id'])
       else:
@@ -103,7 +147,6 @@ def export(db: storage_lib.Storage, data_dir: str, out_dir: str, selection: Sele
         result.episode_ids.append(row['id'])
     if not episodes:
       continue
-    env = next(e for e in study['environments'] if e['id'] == dataset_rows[0]['environment_id'])
     source_features = tfds.builder_from_directory(source).info.features
     name = f'creator_study{study["id"]}_env{env["id"]}'
     directory = writing.write_episodes(
@@ -125,12 +168,13 @@ def export(db: storage_lib.Storage, data_dir: str, out_dir: str, selection: Sele
 
 
 def export_zip(db: storage_lib.Storage, data_dir: str, zip_path: str, selection: Selection,
-               options: ExportOptions = ExportOptions()) -> ExportResult:
+               options: ExportOptions = ExportOptions(),
+               publish: Callable[[str], None] = lambda directory: None) -> ExportResult:
   """`export` into one zip archive (paths relative to the export directory)."""
   staging = tempfile.mkdtemp(prefix='.export-', dir=os.path.dirname(os.path.abspath(zip_path)))
   try:
     out_dir = os.path.join(staging, 'rlds')
-    result = export(db, data_dir, out_dir, selection, options)
+    result = export(db, data_dir, out_dir, selection, options, publish)
     partial = zip_path + '.partial'
     with zipfile.ZipFile(partial, 'w', zipfile.ZIP_STORED) as archive:
       for root, _, files in os.walk(out_dir):
@@ -145,7 +189,7 @@ def export_zip(db: storage_lib.Storage, data_dir: str, zip_path: str, selection:
 
 
 def _episode(recorded: Mapping[str, Any], row: Mapping[str, Any], options: ExportOptions,
-             tag_labels: Sequence[str]) -> Optional[Episode]:
+             tag_labels: Sequence[str], metadata: Mapping[str, Any]) -> Optional[Episode]:
   """A recorded numpy episode -> the exported Episode (cut, tag fields, metadata kept or not)."""
   steps = dict(recorded[fields.STEPS])
   last = len(steps[fields.IS_FIRST]) - 1
@@ -174,7 +218,7 @@ def _episode(recorded: Mapping[str, Any], row: Mapping[str, Any], options: Expor
       final_observation=nested.row(steps[fields.OBSERVATION], cut),
       step_metadata=nested.take_rows(extra, acted),
       final_step_metadata=nested.row(extra, cut) if extra else None,
-      metadata={recorder.EPISODE_ID: row['id'], recorder.PLAYER_ID: np.int64(row['player_id'])})
+      metadata=dict(metadata))
   return to_episode(trajectory)
 
 
@@ -189,6 +233,7 @@ def _features(source: Any, options: ExportOptions, tag_labels: Sequence[str]) ->
     step_metadata[TAG_PREFIX + label] = features_lib.scalar(
         np.bool_, f'The step carries the tag {label!r}.')
   episode_metadata = {k: source[k] for k in source.keys() if k != fields.STEPS}
+  episode_metadata.update(episode_features())
   features = features_lib.rlds_features(
       observation=steps[fields.OBSERVATION], action=steps[fields.ACTION],
       reward=steps[fields.REWARD], step_metadata=step_metadata, episode_metadata=episode_metadata)

@@ -1,15 +1,17 @@
 """Writes played episodes into RLDS datasets with `RLDSWriter`, one dataset per study environment.
 
 Each dataset has one writer thread. It takes every episode queued so far, records their steps with
-the writer's public `record_step` / `set_episode_metadata`, then `checkpoint`s, which completes the
-shard: only then are the episodes durable, and only then does the database mark them (SAVING ->
-their outcome, `stored`). Taking the queue in groups keeps the number of shards small when many
-people play at once. A restarted server reconciles the database with what the datasets hold
-(`stored_episode_ids`).
+the writer's public `record_step` / `set_episode_metadata`, then `flush`es them into the open
+shard file: from then on they survive a SIGKILL (a restart salvages the shard), and only then does
+the database mark them stored. Shards are completed by the writer's own policy (a shard's worth
+of episodes or `max_seconds_per_shard`), so many episodes share a file; a download or a replay
+that needs episodes of the open shard asks for it to be completed first (`publish`). A restarted
+server reconciles the database with what the datasets hold (`stored_episode_ids`).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -62,12 +64,17 @@ class Recorder:
     self._lock = threading.Lock()
     self._datasets: dict[str, _DatasetThread] = {}
 
-  def submit(self, config: DatasetConfig, episode: PlayedEpisode) -> None:
+  def submit(self, config: DatasetConfig, episode: PlayedEpisode) -> concurrent.futures.Future:
+    """Queues `episode`; the future is done once its steps are durable (its exception: why not)."""
+    return self._thread(config.directory, config).put(episode)
+
+  def publish(self, directory: str) -> None:
+    """Completes the open shard of the dataset in `directory` (if any), so that readers see every
+    episode stored so far. Blocks until done."""
     with self._lock:
-      thread = self._datasets.get(config.directory)
-      if thread is None:
-        thread = self._datasets[config.directory] = _DatasetThread(config, self)
-    thread.queue.put(episode)
+      thread = self._datasets.get(directory)
+    if thread is not None:
+      thread.put(_PUBLISH).result()
 
   def wait(self) -> None:
     """Returns once every episode submitted so far is durable (or failed)."""
@@ -79,9 +86,19 @@ class Recorder:
     with self._lock:
       threads, self._datasets = list(self._datasets.values()), {}
     for thread in threads:
-      thread.queue.put(None)
+      thread.queue.put((None, None))
     for thread in threads:
       thread.join()
+
+  def _thread(self, directory: str, config: DatasetConfig) -> '_DatasetThread':
+    with self._lock:
+      thread = self._datasets.get(directory)
+      if thread is None:
+        thread = self._datasets[directory] = _DatasetThread(config, self)
+      return thread
+
+
+_PUBLISH = 'publish'
 
 
 class _DatasetThread(threading.Thread):
@@ -89,45 +106,76 @@ class _DatasetThread(threading.Thread):
   def __init__(self, config: DatasetConfig, recorder: Recorder):
     super().__init__(name=f'creator-recorder({config.directory})', daemon=True)
     self.config = config
-    self.queue: queue.Queue[Optional[PlayedEpisode]] = queue.Queue()
+    self.queue: queue.Queue[tuple[Any, Optional[concurrent.futures.Future]]] = queue.Queue()
     self._recorder = recorder
     self._writer = None
     self.start()
+
+  def put(self, item: Any) -> concurrent.futures.Future:
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    self.queue.put((item, future))
+    return future
 
   def run(self) -> None:
     while True:
       batch = [self.queue.get()]
       while not self.queue.empty():
         batch.append(self.queue.get())
-      episodes = [e for e in batch if e is not None]
+      episodes = [(e, f) for e, f in batch if isinstance(e, PlayedEpisode)]
       try:
         if episodes:
           self._write(episodes)
+        if any(item == _PUBLISH for item, _ in batch) and self._writer is not None:
+          self._writer.checkpoint()
+      except Exception as e:  # pylint: disable=broad-except
+        _log.error('completing a shard of %s failed: %s', self.config.directory, e)
+        self._drop_writer()
+        for item, future in batch:
+          if item == _PUBLISH:
+            future.set_exception(e)
       finally:
-        for _ in batch:
+        for item, future in batch:
+          if future is not None and not future.done():
+            future.set_result(None)
           self.queue.task_done()
-      if len(episodes) < len(batch):
-        if self._writer is not None:
-          self._writer.close()
+      if any(item is None for item, _ in batch):
+        self._drop_writer(raise_errors=True)
         return
 
-  def _write(self, episodes: Sequence[PlayedEpisode]) -> None:
-    ids = [e.episode_id for e in episodes]
+  def _write(self, episodes: Sequence[tuple[PlayedEpisode, concurrent.futures.Future]]) -> None:
+    ids = [e.episode_id for e, _ in episodes]
+    written = 0
     try:
       writer = self._open()
-      for episode in episodes:
+      written = writer.num_episodes_written
+      for episode, _ in episodes:
         for index, data in enumerate(episode.steps):
           writer.record_step(data, index == 0)
         writer.set_episode_metadata({EPISODE_ID: episode.episode_id,
                                      PLAYER_ID: np.int64(episode.player_id)})
-      writer.checkpoint(include_episode_in_flight=True)
+      writer.flush()
     except Exception as e:  # pylint: disable=broad-except
-      _log.error('recording episodes %s into %s failed: %s', ids, self.config.directory, e)
-      if self._writer is not None:
-        self._writer.discard_episode()
-      self._recorder._on_failed(ids, e)  # pylint: disable=protected-access
+      # The episodes before the failing one are written; the writer is unusable after an error.
+      done = max(0, self._writer.num_episodes_written - written) if self._writer else 0
+      _log.error('recording episodes %s into %s failed: %s', ids[done:], self.config.directory, e)
+      self._drop_writer()
+      if done:
+        self._recorder._on_stored(ids[:done])  # pylint: disable=protected-access
+      self._recorder._on_failed(ids[done:], e)  # pylint: disable=protected-access
+      for _, future in episodes[done:]:
+        future.set_exception(e)
       return
     self._recorder._on_stored(ids)  # pylint: disable=protected-access
+
+  def _drop_writer(self, raise_errors: bool = False) -> None:
+    writer, self._writer = self._writer, None
+    if writer is None:
+      return
+    try:
+      writer.close()
+    except Exception:  # pylint: disable=broad-except
+      if raise_errors:
+        raise
 
   def _open(self) -> Any:
     if self._writer is None:

@@ -4,9 +4,10 @@ SQLite under the data directory by default; any SQLAlchemy URL works (PostgreSQL
 `postgresql+psycopg://user@host/db`). Episode steps are not here: they are RLDS datasets written by
 `rlds_suite.creator.recorder`; a row says which dataset holds its episode and whether it is durable.
 
-Episode states: PLAYING, ENDED (waiting for the player's verdict), SAVING (handed to the recorder;
-`outcome` holds the state it gets once its steps are durable), then one of COMPLETED, REJECTED,
-CANCELLED, ABANDONED. An episode is COMPLETED only after its steps are on disk (`stored`).
+Episode states: PLAYING, ENDED (its steps on disk, waiting for the player's verdict), SAVING
+(stopped mid-episode and handed to the recorder; `outcome` holds the state it gets once its steps
+are durable), then one of COMPLETED, REJECTED, CANCELLED, ABANDONED. The verdict only changes the
+state of an ENDED episode, which is stored already.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from rlds_suite.core import errors
+from rlds_suite.creator import schemas
 
 PLAYING, ENDED, SAVING = 'PLAYING', 'ENDED', 'SAVING'
 COMPLETED, REJECTED, CANCELLED, ABANDONED = 'COMPLETED', 'REJECTED', 'CANCELLED', 'ABANDONED'
@@ -230,6 +232,16 @@ class Storage:
       row = self._get(s, EpisodeRow, episode_id)
       row.state, row.outcome = state, outcome
 
+  def give_verdict(self, episode_id: str, state: str) -> dict[str, Any]:
+    """The player's verdict on an ENDED episode: COMPLETED or REJECTED."""
+    with self._sessions.begin() as s:
+      row = self._get(s, EpisodeRow, episode_id)
+      if row.state != ENDED or state not in (COMPLETED, REJECTED):
+        raise errors.SchemaError(f'episode {episode_id} is {row.state}, not waiting for a verdict',
+                                 field='verdict')
+      row.state = state
+      return _row(row)
+
   def mark_stored(self, episode_ids: Sequence[str]) -> None:
     """Steps of these episodes are durable: each SAVING one gets its outcome."""
     with self._sessions.begin() as s:
@@ -238,10 +250,20 @@ class Storage:
         if row.state == SAVING:
           row.state, row.outcome = row.outcome or COMPLETED, None
 
-  def reconcile(self, stored_ids: Iterable[str]) -> dict[str, int]:
-    """After a restart: episodes found in the datasets are stored (SAVING ones get their outcome);
-    every other unfinished episode lost its steps with the old process and is ABANDONED."""
-    stored_ids = set(stored_ids)
+  def unfinished(self) -> list[dict[str, Any]]:
+    """Episodes that a stopped server left PLAYING, ENDED or SAVING without stored steps."""
+    with self._sessions() as s:
+      return [_row(r) for r in s.scalars(sa.select(EpisodeRow).where(
+          EpisodeRow.state.in_((PLAYING, ENDED, SAVING)), EpisodeRow.stored.is_(False)))]
+
+  def reconcile(self, stored_ids: Iterable[str],
+                recovered: Optional[dict[str, int]] = None) -> dict[str, int]:
+    """After a restart: episodes found in the datasets are stored (SAVING ones get their outcome,
+    PLAYING ones are ABANDONED with their steps, ENDED ones still wait for their verdict);
+    `recovered` (id -> number of steps) were recorded from their spool and are ABANDONED with
+    those steps; every other unfinished episode is ABANDONED without steps."""
+    recovered = dict(recovered or {})
+    stored_ids = set(stored_ids) | set(recovered)
     counts = {'stored': 0, 'abandoned': 0}
     with self._sessions.begin() as s:
       rows = s.scalars(sa.select(EpisodeRow).where(
@@ -251,7 +273,10 @@ class Storage:
           if not row.stored:
             counts['stored'] += 1
           row.stored = True
-          if row.state in (PLAYING, ENDED, SAVING):
+          if row.id in recovered:
+            row.state, row.outcome, row.num_steps = ABANDONED, None, recovered[row.id]
+            row.ending = 'truncated'
+          elif row.state in (PLAYING, SAVING):
             row.state, row.outcome = row.outcome or ABANDONED, None
         elif row.state in (PLAYING, ENDED, SAVING):
           row.state, row.outcome = ABANDONED, None
@@ -260,7 +285,7 @@ class Storage:
 
   def episode(self, episode_id: str) -> dict[str, Any]:
     with self._sessions() as s:
-      return _row(self._get(s, EpisodeRow, episode_id))
+      return _with_player_names(s, [_row(self._get(s, EpisodeRow, episode_id))])[0]
 
   def episodes(self, study_id: Optional[int] = None, *, environment_id: Optional[int] = None,
                states: Optional[Sequence[str]] = None, tags: Sequence[str] = (),
@@ -277,7 +302,8 @@ class Storage:
       query = query.where(EpisodeRow.player_id.in_(list(player_ids)))
     with self._sessions() as s:
       rows = [_row(r) for r in s.scalars(query)]
-    return [r for r in rows if set(tags) <= set(r['tags'])]
+      rows = [r for r in rows if set(tags) <= set(r['tags'])]
+      return _with_player_names(s, rows)
 
   def annotate(self, episode_id: str, *, add_tags: Sequence[str] = (),
                remove_tags: Sequence[str] = (), notes: Optional[str] = None,
@@ -306,20 +332,35 @@ class Storage:
       if notes is not None:
         row.notes = str(notes)
       s.flush()
-      return _row(row)
+      return _with_player_names(s, [_row(row)])[0]
 
   # Internals.
 
   @staticmethod
   def _get(session: orm.Session, model: type, key: Any) -> Any:
+    what = _WHAT[model]
+    if isinstance(key, int) and not 1 <= key <= schemas.MAX_ID:
+      raise LookupError(f'no {what} {key}')
     obj = session.get(model, key)
     if obj is None:
-      raise LookupError(f'no {model.__tablename__[:-1]} {key}')
+      raise LookupError(f'no {what} {key}')
     return obj
 
   @staticmethod
   def _study_dict(study: Study) -> dict[str, Any]:
     return {**_row(study), 'environments': [_row(e) for e in study.environments]}
+
+
+_WHAT = {Study: 'study', StudyEnvironment: 'environment', Player: 'player', EpisodeRow: 'episode'}
+
+
+def _with_player_names(session: orm.Session, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+  ids = {r['player_id'] for r in rows}
+  names = dict(session.execute(sa.select(Player.id, Player.name).where(
+      Player.id.in_(list(ids)))).all()) if ids else {}
+  for r in rows:
+    r['player_name'] = names.get(r['player_id'], '')
+  return rows
 
 
 def _apply_study(study: Study, data: dict[str, Any]) -> None:
