@@ -5,6 +5,8 @@
 #    package's own cluster is not started here, the test runs a private server on loopback).
 #  * procgen: procgen-mirror declares numpy<2 and imports the old `gym`; installed with --no-deps
 #    together with gym3 and gym 0.26 (+ gym_notices), it works on numpy 2 (tests/test_envs.py).
+#  * d3rlpy (tests/test_exports.py reads our D4RL exports with it): 2.8.1 pins gymnasium==1.0.0,
+#    which would downgrade ours, so it and its small pure-Python needs go in with --no-deps.
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
@@ -26,3 +28,9 @@ if ! "$PYTHON" -c 'import procgen' >/dev/null 2>&1; then
 fi
 "$PYTHON" -c 'from procgen import ProcgenGym3Env; ProcgenGym3Env(num=1, env_name="coinrun")' \
   >/dev/null 2>&1 || { echo "setup_envs.sh: procgen does not load" >&2; exit 1; }
+
+if ! "$PYTHON" -c 'import d3rlpy' >/dev/null 2>&1; then
+  "$PYTHON" -m pip install -q --no-deps d3rlpy==2.8.1 structlog==26.1.0 dataclasses-json==0.6.7 \
+    'marshmallow==3.26.2' typing-inspect==0.9.0 scikit-learn==1.9.1 joblib==1.6.0 \
+    threadpoolctl==3.8.0 narwhals==2.29.0
+fi

@@ -40,7 +40,9 @@ def test_formats_listed_without_importing_the_library_match_it():
 def test_export_npz_d4rl_and_dict(reacher, tmp_path, capsys):
   assert cli.main(['export', reacher, str(tmp_path / 'flat.npz'), '--to', 'npz']) == 0
   printed = _printed(capsys)
-  assert printed['header'] == f'wrote {tmp_path / "flat.npz"} (npz): 7 arrays, 5 rows'
+  # 7 transition arrays and the episode fields every episode shares, as D4RL's metadata/*.
+  assert printed['header'] == f'wrote {tmp_path / "flat.npz"} (npz): 11 arrays, 5 rows'
+  assert printed['metadata/task_name'] == []
   assert printed['observations'] == [5, 9, 100, 100]
   assert printed['infos/internal_state'] == [5, 4]
   flat = np.load(tmp_path / 'flat.npz')

@@ -353,3 +353,83 @@ def test_il_representations_export_of_no_transition_leaves_nothing(tmp_path):
     ilr_export.export([{fields.STEPS: steps}], tmp_path / 'x.tar.zst',
                       env_cfg={'benchmark_name': 'atari', 'task_name': 'PongNoFrameskip-v4'})
   assert not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope='module')
+def d4rl_built(tmp_path_factory):
+  """halfcheetah-medium-v2 built from its dummy file (infos/qpos, qvel, action_log_probs and
+  metadata/algorithm, iteration, policy/* as D4RL's collect_data.py writes them)."""
+  data_dir = tmp_path_factory.mktemp('d4rl_data')
+  builder = datasets.build('d4rl/halfcheetah-medium-v2', data_dir=str(data_dir),
+                           manual_dir=str(REPO / 'builders' / 'd4rl' / 'dummy_data'))
+  return builder, REPO / 'builders' / 'd4rl' / 'dummy_data' / 'halfcheetah_medium-v2.hdf5'
+
+
+@pytest.mark.parametrize('to,name', [('d4rl', 'out.hdf5'), ('npz', 'out.npz')])
+def test_d4rl_layout_keeps_infos_and_metadata_where_d4rl_has_them(d4rl_built, tmp_path, to, name):
+  builder, source = d4rl_built
+  out = tmp_path / name
+  exports.export(builder, to, out)
+  if to == 'd4rl':
+    with h5py.File(out, 'r') as h5:
+      got = {key: h5[key][()] for key in _h5_datasets(h5)}
+  else:
+    got = dict(np.load(out))
+  with h5py.File(source, 'r') as h5:
+    original = {key: h5[key][()] for key in _h5_datasets(h5)}
+  assert not any(key.startswith('infos/infos') for key in got)
+  for key in ('infos/qpos', 'infos/qvel', 'infos/action_log_probs'):
+    # The dataset's declared dtypes (TFDS's d4rl configs: action_log_probs float64) hold the
+    # file's values exactly.
+    assert np.can_cast(original[key].dtype, got[key].dtype, 'safe'), key
+    assert len(got[key]) == len(got['observations']), key
+    assert set(got[key].ravel().tolist()) == set(original[key].astype(got[key].dtype).ravel().tolist())
+  metadata = sorted(key for key in original if key.startswith('metadata/'))
+  assert metadata and sorted(key for key in got if key.startswith('metadata/')) == metadata
+  for key in metadata:
+    want = original[key]
+    have = got[key]
+    if isinstance(want, bytes):
+      have = have.item() if isinstance(have, np.ndarray) else have
+    np.testing.assert_array_equal(have, want, err_msg=key)
+
+
+def _h5_datasets(h5) -> list:
+  names = []
+  h5.visititems(lambda name, node: names.append(name) if isinstance(node, h5py.Dataset) else None)
+  return names
+
+
+def test_d4rl_export_reads_with_tfds_own_d4rl_reader_and_d3rlpy(d4rl_built, tmp_path):
+  from tensorflow_datasets.d4rl import dataset_utils  # pylint: disable=g-import-not-at-top
+  builder, _ = d4rl_built
+  out = tmp_path / 'halfcheetah.hdf5'
+  exports.export(builder, 'd4rl', out)
+  ours = list(datasets.numpy_episodes(builder.as_dataset(split='train')))
+  theirs = [episode for _, episode in dataset_utils.generate_examples(str(out))]
+  assert len(theirs) == len(ours)
+  for mine, other in zip(sorted(ours, key=_first_observation), sorted(theirs, key=_first_observation)):
+    real = slice(0, len(mine['steps']['reward']) - 1)  # Our last step is the final observation.
+    np.testing.assert_array_equal(other['steps']['action'][real], mine['steps']['action'][real])
+    np.testing.assert_array_equal(other['steps']['infos']['qpos'][real],
+                                  mine['steps']['infos']['qpos'][real])
+    assert other['algorithm'] == mine['algorithm']
+  d3rlpy = pytest.importorskip('d3rlpy', reason='d3rlpy: scripts/setup_envs.sh installs it')
+  with h5py.File(out, 'r') as h5:
+    mdp = d3rlpy.dataset.MDPDataset(h5['observations'][()], h5['actions'][()], h5['rewards'][()],
+                                    h5['terminals'][()], h5['timeouts'][()])
+  assert len(mdp.episodes) == len(ours)
+  assert sorted(len(e) for e in mdp.episodes) == sorted(len(e['steps']['reward']) - 1 for e in ours)
+
+
+def _first_observation(episode) -> tuple:
+  return tuple(np.asarray(episode['steps']['observation'][0]).ravel().tolist())
+
+
+@pytest.mark.parametrize('to,name', [('d4rl', 'x.npz'), ('npz', 'x.hdf5'),
+                                     ('il_representations', 'demos.tar'),
+                                     ('il_representations_dict', 'x.h5')])
+def test_an_output_name_that_does_not_fit_the_format_is_refused_before_reading(tmp_path, to, name):
+  with pytest.raises(errors.SchemaError, match=f'--to {to} writes'):
+    exports.export(tmp_path / 'no_such_dataset', to, tmp_path / name)
+  assert not (tmp_path / name).exists()

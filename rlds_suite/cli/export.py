@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import sys
+import tempfile
+
+from rlds_suite.core import errors
 
 # Kept in step with rlds_suite.exports.FORMATS (tests check it); listed here so that --help does
 # not import the library.
 FORMATS = ('npz', 'd4rl', 'il_representations_dict', 'il_representations')
+# Errors writing the output (others, e.g. a missing source file, are not the output's).
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
 def register(subparsers) -> None:
@@ -39,17 +47,38 @@ def _json_object(text: str) -> dict:
   return value
 
 
+def _check_writable(out: str) -> None:
+  """A read-only (or missing and uncreatable) output directory: one line, before any work."""
+  directory = os.path.dirname(os.path.abspath(out))
+  try:
+    os.makedirs(directory, exist_ok=True)
+    tempfile.TemporaryFile(dir=directory).close()
+  except OSError as e:
+    raise errors.OutputWriteError.from_os_error(e, out) from e
+
+
 def run(args) -> int:
-  from rlds_suite import exports  # pylint: disable=g-import-not-at-top
+  """Exports; the file appears under its name only when complete (rlds_suite.exports writes a
+  temporary file and renames it), so Ctrl-C or a full disk leaves nothing that looks complete."""
+  _check_writable(args.out)
   options = {'env_cfg': args.env_cfg} if args.to == 'il_representations' else {}
   if args.env_cfg is not None and args.to != 'il_representations':
     print('warning: --env_cfg only applies to --to il_representations; ignored')
-  written = exports.export(args.source, args.to, args.out, split=args.split,
-                           data_dir=args.data_dir, **options)
+  try:
+    from rlds_suite import exports  # pylint: disable=g-import-not-at-top
+    written = exports.export(args.source, args.to, args.out, split=args.split,
+                             data_dir=args.data_dir, **options)
+  except KeyboardInterrupt:
+    print(f'interrupted: nothing written to {args.out}', file=sys.stderr)
+    return 130
+  except OSError as e:
+    if isinstance(e, errors.RLDSSuiteError) or e.errno not in _WRITE_ERRNOS:
+      raise
+    raise errors.OutputWriteError.from_os_error(e, args.out) from e
   if isinstance(written, int):
     print(f'wrote {args.out} ({args.to}): {written} frames')
     return 0
-  rows = max(shape[0] for shape in written.values())
+  rows = max(shape[0] for name, shape in written.items() if not name.startswith('metadata/'))
   print(f'wrote {args.out} ({args.to}): {len(written)} arrays, {rows} rows')
   width = max(len(name) for name in written)
   for name, shape in sorted(written.items()):

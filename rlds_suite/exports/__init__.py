@@ -13,6 +13,7 @@ A failed export leaves nothing at `out`.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any, Optional
 
 from rlds_suite.core import errors
@@ -25,6 +26,24 @@ FORMATS = {
     'il_representations': 'il_representations',
 }
 
+# Target format -> the file name endings it may be written under (a D4RL HDF5 file named .npz,
+# say, would be opened by np.load and fail far from the cause).
+SUFFIXES = {
+    'npz': ('.npz',),
+    'd4rl': ('.hdf5', '.h5'),
+    'il_representations_dict': ('.npz',),
+    'il_representations': ('.tar.zst',),
+}
+
+
+def check_output_name(to: str, out: errors.PathLike) -> None:
+  """Refuses an output name whose ending does not fit the format `to` writes."""
+  name = os.fspath(out)
+  if not name.endswith(SUFFIXES[to]):
+    raise errors.SchemaError(f'--to {to} writes {" or ".join(SUFFIXES[to])} files; name the output '
+                             f'so (e.g. {os.path.splitext(os.path.basename(name))[0]}'
+                             f'{SUFFIXES[to][0]})', path=name)
+
 
 def export(source: Any, to: str, out: errors.PathLike, *, split: Optional[str] = None,
            data_dir: Optional[str] = None, **options: Any) -> Any:
@@ -32,6 +51,7 @@ def export(source: Any, to: str, out: errors.PathLike, *, split: Optional[str] =
   if to not in FORMATS:
     raise errors.SchemaError(f'unknown export format {to!r}; known: {sorted(FORMATS)}',
                              field='to')
+  check_output_name(to, out)
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
   module = importlib.import_module(f'rlds_suite.exports.{FORMATS[to]}')
   episodes = datasets.numpy_episodes(datasets.episodes(source, split=split, data_dir=data_dir))

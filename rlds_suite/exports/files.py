@@ -61,9 +61,11 @@ class ColumnSpool:
       self._files[name].write(values.tobytes())
       self._rows[name] += len(values)
 
-  def write_npz(self, path: errors.PathLike) -> dict[str, tuple[int, ...]]:
-    """Writes every column as `name.npy` in an uncompressed .npz (np.load reads it); returns the
-    shapes. The file is streamed from the spool, one MiB at a time."""
+  def write_npz(self, path: errors.PathLike,
+                constants: Mapping[str, np.ndarray] = {}) -> dict[str, tuple[int, ...]]:  # pylint: disable=dangerous-default-value
+    """Writes every column as `name.npy` in an uncompressed .npz (np.load reads it), and the
+    `constants` (small arrays, not rows) beside them; returns the shapes. The file is streamed
+    from the spool, one MiB at a time."""
     if not any(self._rows.values()):
       raise errors.EmptyInputError('no episode has a transition to export', path=path)
     shapes = {}
@@ -80,6 +82,10 @@ class ColumnSpool:
                        'shape': shape})
           while chunk := source.read(1 << 20):
             member.write(chunk)
+      for name, value in constants.items():
+        with archive.open(name + '.npy', 'w') as member:
+          np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
+        shapes[name] = np.shape(value)
     return shapes
 
   def close(self) -> None:

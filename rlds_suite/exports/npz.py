@@ -1,4 +1,5 @@
-"""RLDS episodes -> one .npz of flat D4RL-layout transition arrays (see rlds_suite.exports.flat)."""
+"""RLDS episodes -> one .npz of flat D4RL-layout transition arrays and shared `metadata/*`
+(see rlds_suite.exports.flat)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from rlds_suite.exports import flat
 
 def export(episodes: Iterable[Mapping[str, Any]], out: errors.PathLike) -> dict[str, tuple]:
   """Writes the episodes' transitions to `out` (np.load reads it); returns each array's shape."""
+  metadata = flat.FileMetadata()
   with files.ColumnSpool(os.path.dirname(os.path.abspath(out)) or '.') as spool:
     for episode in episodes:
+      metadata.add(episode)
       spool.append(flat.d4rl_rows(episode))
-    return spool.write_npz(out)
+    return spool.write_npz(out, constants=metadata.columns())
