@@ -225,6 +225,8 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     self._memo_put(self._memo_count)
     self._memo_count += 1
 
+  dispatch = {**safe_pickle.RestrictedUnpickler.dispatch, pickle.MEMOIZE[0]: load_memoize}
+
   def _hand_out(self, memo_before: set) -> Any:
     """Takes the completed item off the stack (leaving a None in its slot) and forgets the objects
     memoized while it was built, so nothing keeps it alive."""

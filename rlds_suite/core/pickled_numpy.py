@@ -7,7 +7,7 @@ raw bytes into the item, which for an object dtype is a `PyObject *`: an object 
 file names (SIGSEGV, or a live object such as `os.system` for the unpickler to call).
 
 Here a dtype is built anew by numpy's constructor from its pickled description (kind, size, byte
-order, datetime unit); the pickled flags are never applied. Raw bytes are only ever read into
+order, datetime unit); the pickled flags are never applied, and must equal the ones numpy gives. Raw bytes are only ever read into
 dtypes without objects, and only in exactly the size the shape and dtype need, so every array's
 bytes come from the file. Object arrays (benchmarks pickle lists of dicts that way) take their
 items from the pickle's own list, which the restricted unpickler built from allowed classes.
@@ -70,6 +70,9 @@ def build_dtype(pending: PendingDType, state: Any) -> np.dtype:
     dtype = dtype.newbyteorder(byte_order)
   if not isinstance(elsize, int) or elsize not in (-1, dtype.itemsize):
     raise errors.UnsafePickleError(f'refusing dtype {dtype} with item size {elsize!r}')
+  if state[7] != dtype.flags:  # Never applied; a mismatch means the dtype was crafted.
+    raise errors.UnsafePickleError(f'refusing dtype {dtype} pickled with flags {short(state[7])} '
+                                   f'(numpy gives it {dtype.flags})')
   return dtype
 
 

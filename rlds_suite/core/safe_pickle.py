@@ -259,9 +259,11 @@ def _name(value: Any) -> str:
 def stream_size(file: IO[bytes]) -> Optional[int]:
   """The bytes `file` holds from its position on, when cheap to know (in-memory data and regular
   files), else None."""
-  if isinstance(file, io.BytesIO):
-    with file.getbuffer() as view:
-      return view.nbytes - file.tell()
+  if isinstance(file, io.BytesIO):  # Not getbuffer(), which copies data the BytesIO shares.
+    here = file.tell()
+    end = file.seek(0, io.SEEK_END)
+    file.seek(here)
+    return end - here
   raw = file.raw if isinstance(file, io.BufferedReader) else file
   if isinstance(raw, io.FileIO):
     try:
@@ -524,10 +526,8 @@ _OPCODES = {
     pickle.BINUNICODE8: 'load_binunicode8', pickle.BINSTRING: 'load_binstring',
     pickle.LONG4: 'load_long4', pickle.FRAME: 'load_frame',
 }
-# Dispatch through the method name, so a subclass's override of a method takes effect.
-RestrictedUnpickler.dispatch.update({
-    code[0]: (lambda name: lambda self: getattr(self, name)())(name)
-    for code, name in _OPCODES.items()})
+RestrictedUnpickler.dispatch.update(
+    {code[0]: getattr(RestrictedUnpickler, name) for code, name in _OPCODES.items()})
 
 
 def loads(data: bytes, *, source: str = '') -> Any:
