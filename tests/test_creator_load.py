@@ -109,3 +109,61 @@ def test_twenty_players(tmp_path):
     actions = kept[episode_id]
     np.testing.assert_array_equal(episode['steps']['action'][:len(actions)], actions)
   assert downloaded == collections.Counter(kept.keys())  # All there, none twice, nothing else.
+
+
+def test_twenty_players_join_at_once_on_a_fresh_server(tmp_path):
+  """A fresh `rlds-suite creator` process (nothing rendered yet in it), 20 players starting
+  CartPole (rendered with pygame) at the same instant: every one gets the game and plays, and no
+  episode is left PLAYING."""
+  import signal  # pylint: disable=g-import-not-at-top
+  import socket  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  url = f'http://127.0.0.1:{port}'
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'rlds_suite', 'creator', '--port', str(port), '--data_dir',
+       str(tmp_path), '--token', h.TOKEN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+  async def one(session, study, token, seed):
+    async with session.ws_connect(f'{url}/ws/play/{study["id"]}') as ws:
+      player = h.Player(ws)
+      await player.send(type='hello', token=token)
+      await player.start(study['environments'][0]['id'])
+      for key in random.Random(seed).choices(['left', 'right'], k=3):
+        step = await player.step([key])
+        assert step['image'][:2] == b'\xff\xd8' and step['keys'] == key
+      await player.send(type='cancel')
+      return (await player.until('saved'))['episode_id']
+
+  async def body():
+    async with aiohttp.ClientSession() as session:
+      for _ in range(600):
+        try:
+          await session.get(f'{url}/')
+          break
+        except aiohttp.ClientConnectionError:
+          await asyncio.sleep(0.2)
+      study = await (await session.post(f'{url}/api/studies', headers=h.designer(), json={
+          'name': 'rush', 'environments': [ENV], 'record_frames': True, 'active': True})).json()
+      tokens = []
+      for i in range(PLAYERS):
+        response = await session.post(f'{url}/api/studies/{study["id"]}/enroll',
+                                      json={'join': study['join_code'], 'name': f'p{i}'})
+        tokens.append((await response.json())['token'])
+      ids = await asyncio.gather(*(one(session, study, t, i) for i, t in enumerate(tokens)))
+      rows = await (await session.get(f'{url}/api/episodes?study={study["id"]}',
+                                      headers=h.designer())).json()
+      return ids, rows
+  try:
+    ids, rows = asyncio.run(body())
+  finally:
+    process.send_signal(signal.SIGINT)
+    try:
+      process.wait(60)
+    except subprocess.TimeoutExpired:
+      process.kill()
+  assert len(set(ids)) == PLAYERS
+  assert collections.Counter(r['state'] for r in rows) == {storage_lib.CANCELLED: PLAYERS}

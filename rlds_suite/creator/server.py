@@ -225,7 +225,7 @@ async def _json(request: web.Request, schema: dict[str, Any], what: str) -> dict
 
 
 def _no_constant(name: str) -> Any:
-  raise errors.SchemaError(f'{name} is not a number JSON allows', field='body')
+  raise errors.SchemaError(f'{name} is not a number JSON allows')
 
 
 def _route_id(request: web.Request, key: str, what: str) -> int:
