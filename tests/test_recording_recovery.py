@@ -26,6 +26,7 @@ from rlds_suite.core import errors
 from rlds_suite.recording import random_policy
 from rlds_suite.recording import recovery
 from rlds_suite.recording import shards
+from rlds_suite.tfds import provenance
 from tests.recording_helpers import read_episodes
 from tests.recording_child import Counter
 from tests.recording_helpers import start_recording_child as _start
@@ -110,6 +111,12 @@ def test_sigkill_loses_only_the_episode_in_flight(killed_recording, tmp_path):
   assert not [f for f in os.listdir(directory) if f.startswith('.')]  # Nothing unfinished left.
   code, out, _ = _cli('recover', os.fspath(directory))  # Idempotent.
   assert code == 0 and json.loads(out)['recovered_episodes'] == 0
+  # Provenance was written as the recording started and updated by recover: it verifies.
+  code, out, _ = _cli('verify', os.fspath(directory))
+  assert code == 0 and json.loads(out)['ok'], out
+  killed_run, recovery_run = provenance.read(directory)['runs']
+  assert killed_run['recording']['status'] == 'recording'  # Killed: it never said otherwise.
+  assert recovery_run['recovery']['recovered_episodes'] == recovered
 
 
 def test_next_recording_recovers_and_appends(killed_recording, tmp_path):

@@ -5,6 +5,6 @@ Imported lazily by `rlds_suite` (it pulls in envlogger).
 """
 
 from rlds_suite.recording.backend import RLDSWriter
-from rlds_suite.recording.record import random_policy, record
+from rlds_suite.recording.record import RecordingInterrupted, random_policy, record
 
-__all__ = ['RLDSWriter', 'random_policy', 'record']
+__all__ = ['RLDSWriter', 'RecordingInterrupted', 'random_policy', 'record']
