@@ -2,13 +2,13 @@
 
   python benchmarks/dqn_replay_data.py --rows 1000000 [--checkpoints 1] [--out DIR]
 
-Writes DIR/rows_{ROWS}x{CHECKPOINTS}/Pong/1/replay_logs/ as batch_rl's logged replay buffer writes
+Writes DIR/NAME/Pong/1/replay_logs/ (NAME: ROWS, or CHECKPOINTSxROWS for several checkpoints) as batch_rl's logged replay buffer writes
 it: per checkpoint k, `$store$_{observation,action,reward,terminal}_ckpt.k.gz` (gzip of the bytes
 `np.save` writes: (rows, 84, 84) uint8 frames, int32 actions, float32 clipped rewards, uint8
 terminals) and `add_count_ckpt.k.gz` ((k + 1) * rows: each checkpoint holds the rows added since the
 one before, so episodes run on across checkpoints). gzip level 1 (dopamine writes level 9; level 1
 writes ~5x faster and inflates at the same speed), written in blocks of rows: memory stays at a few
-blocks, whatever the size. Then DIR/READY_{ROWS}x{CHECKPOINTS} names the directory, so that other
+blocks, whatever the size. Then DIR/READY_NAME names the directory, so that other
 benchmarks (and other engineers) can reuse a complete checkpoint set.
 
 Frames look like a downsampled Atari screen: a dark score band with digits that change, borders, a
@@ -36,13 +36,17 @@ BLOCK = 4096
 HEIGHT = WIDTH = 84
 
 
+def name(rows: int, checkpoints: int) -> str:
+  return str(rows) if checkpoints == 1 else f'{checkpoints}x{rows}'
+
+
 def run_dir(out: pathlib.Path, rows: int, checkpoints: int) -> pathlib.Path:
   """The --manual_dir of a checkpoint set (replay logs lie below it at Pong/1/replay_logs)."""
-  return pathlib.Path(out) / f'rows_{rows}x{checkpoints}'
+  return pathlib.Path(out) / name(rows, checkpoints)
 
 
 def ready_file(out: pathlib.Path, rows: int, checkpoints: int) -> pathlib.Path:
-  return pathlib.Path(out) / f'READY_{rows}x{checkpoints}'
+  return pathlib.Path(out) / f'READY_{name(rows, checkpoints)}'
 
 
 class Stream:

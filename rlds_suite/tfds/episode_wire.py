@@ -1,0 +1,120 @@
+"""Episodes -> serialized tf.train.Example bytes from a plan of flat leaves, batch per field.
+
+The plan (`Leaf`s) is made from a TFDS FeaturesDict by `rlds_suite.tfds.writing`; this module
+needs only numpy, the recording's wire format (`example_wire`) and encoders (`compression`), so
+a build's pool workers import neither TensorFlow nor TFDS (a worker is ~40 MB, not ~500 MB).
+Each field of a batch of episodes is encoded once (float32 bytes, packed varints, PNG or ZLIB per
+step, raw rows) and cut into per-episode entries: the bytes parse to the same example as TFDS's
+own serialization (tests/test_writing.py checks it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import signal
+import sys
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+
+def _plain_recording_module(name: str) -> Any:
+  """rlds_suite.recording.NAME without running the package's __init__ (it imports envlogger and
+  TensorFlow, which a pool worker must not pay for); the usual import where it is loaded."""
+  full = f'rlds_suite.recording.{name}'
+  if full in sys.modules or 'rlds_suite.recording' in sys.modules:
+    return importlib.import_module(full)
+  spec = importlib.util.find_spec('rlds_suite')
+  location = spec.submodule_search_locations[0]
+  module_spec = importlib.util.spec_from_file_location(full, f'{location}/recording/{name}.py')
+  module = importlib.util.module_from_spec(module_spec)
+  sys.modules[full] = module
+  module_spec.loader.exec_module(module)
+  return module
+
+
+example_wire = _plain_recording_module('example_wire')
+compression = _plain_recording_module('compression')
+
+# How a leaf is written: packed numbers, or a BytesList with one item per row.
+FLOAT, INT, RAW, PNG, ZLIB, TEXT = 'float', 'int', 'raw', 'png', 'zlib', 'text'
+STOP_SIGNALS = ('SIGTERM', 'SIGUSR1')  # A build stops at the next example on these.
+_ROW_ENCODERS = {PNG: lambda row: compression.png_bytes(row),
+                 ZLIB: lambda row: compression.zlib_bytes(row)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Leaf:
+  """One flat feature: its key ('steps/observation'), how it is written, its row dtype and shape
+  (per step for step leaves, per episode otherwise)."""
+  key: str
+  kind: str
+  dtype: str
+  shape: tuple[int, ...]
+  per_step: bool
+
+
+def worker_init() -> None:
+  """A pool worker leaves Ctrl-C and the stop signals to the writer, which ends it."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  for name in STOP_SIGNALS:
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
+def serialize(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]]) -> list[bytes]:
+  """Each episode's tf.train.Example bytes. An episode is {leaf key: value}: for step leaves an
+  array of rows (steps first), else one value; values are already checked against the plan."""
+  keys = {leaf.key: example_wire.key_field(leaf.key) for leaf in plan}
+  entries: list[list[bytes]] = [[] for _ in episodes]
+  for leaf in plan:
+    if leaf.per_step:
+      lengths = [len(episode[leaf.key]) for episode in episodes]
+      column = np.concatenate([episode[leaf.key] for episode in episodes]) if episodes else None
+    else:
+      lengths = [1] * len(episodes)
+      column = [episode[leaf.key] for episode in episodes]
+    for index, entry in enumerate(_entries(leaf, keys[leaf.key], column, lengths)):
+      entries[index].append(entry)
+  return [example_wire.example(b''.join(parts)) for parts in entries]
+
+
+def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int]) -> list[bytes]:
+  """The map entry of `leaf` for each episode; `column` holds every episode's rows in order."""
+  bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
+  np.cumsum(lengths, out=bounds[1:])
+  if leaf.kind == TEXT:
+    items = [value.encode('utf-8') if isinstance(value, str) else bytes(value) for value in column]
+    return [example_wire.entry(key, example_wire.BYTES_LIST, example_wire.bytes_list([item]))
+            for item in items]
+  rows = np.asarray(column, dtype=leaf.dtype) if not leaf.per_step else column
+  rows = rows.reshape((int(bounds[-1]),) + tuple(leaf.shape))
+  if leaf.kind in _ROW_ENCODERS:
+    encode = _ROW_ENCODERS[leaf.kind]
+    items = [encode(row) for row in rows]
+    return [example_wire.entry(key, example_wire.BYTES_LIST,
+                               example_wire.bytes_list(items[bounds[i]:bounds[i + 1]]))
+            for i in range(len(lengths))]
+  if leaf.kind == RAW:  # One item of little-endian bytes per row.
+    raw = rows.astype(rows.dtype.newbyteorder('<'), copy=False).reshape(len(rows), -1)
+    data = raw.view(np.uint8).reshape(len(rows), -1)
+    header = example_wire.bytes_item_header(data.shape[1])
+    return [example_wire.entry(key, example_wire.BYTES_LIST, b''.join(
+        header + data[row].tobytes() for row in range(bounds[i], bounds[i + 1])))
+            for i in range(len(lengths))]
+  per_row = int(np.prod(leaf.shape, dtype=np.int64))
+  if leaf.kind == FLOAT:
+    payload = memoryview(rows.astype('<f4', copy=False).reshape(-1).tobytes())
+    offsets = bounds * (per_row * 4)
+    kind = example_wire.FLOAT_LIST
+  else:
+    values, value_offsets = example_wire.varints(rows.reshape(-1))
+    payload, offsets = memoryview(values.tobytes()), value_offsets[bounds * per_row]
+    kind = example_wire.INT64_LIST
+  out = []
+  for i in range(len(lengths)):
+    part = payload[offsets[i]:offsets[i + 1]]
+    header = example_wire.packed_header(len(part))
+    out.append(example_wire.entry_prefix(key, kind, len(header) + len(part)) + header + part)
+  return out

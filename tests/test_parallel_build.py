@@ -1,0 +1,84 @@
+"""The builders' writer (tfds/writing.py, tfds/episode_wire.py): what it writes is what TFDS's own
+encoding writes, a parallel build equals a sequential one, and the directory is plain TFDS."""
+
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from rlds_suite.core import errors
+from rlds_suite.tfds import episode_wire
+from rlds_suite.tfds import features
+from rlds_suite.tfds import writing
+
+from tests import build_helpers
+
+
+def _build(tmp_path, name, workers, monkeypatch=None, **kwargs):
+  builder = build_helpers.Counting(data_dir=str(tmp_path / name), **kwargs)
+  builder.writer_workers = workers
+  builder.writer_shard_bytes = 20_000
+  builder.download_and_prepare()
+  return builder
+
+
+def test_wire_bytes_decode_like_tfds_own_encoding():
+  feature_dict = build_helpers.Counting(data_dir='/nonexistent').info.features
+  plan = writing.plan_of(feature_dict)
+  assert {leaf.kind for leaf in plan} == {episode_wire.PNG, episode_wire.FLOAT, episode_wire.INT,
+                                          episode_wire.RAW, episode_wire.ZLIB, episode_wire.TEXT}
+  examples = [build_helpers.episode(3, index) for index in range(5)]
+  ours = episode_wire.serialize(plan, [writing.flat_episode(plan, e) for e in examples])
+  serializer = tfds.core.example_serializer.ExampleSerializer(feature_dict.get_serialized_info())
+  parser = tfds.core.example_parser.ExampleParser(feature_dict.get_serialized_info())
+
+  def decoded(data):
+    parsed = parser.parse_example(data)
+    steps = feature_dict['steps'].feature.decode_batch_example(parsed['steps'])
+    return tfds.as_numpy({'steps': steps, **{key: feature_dict[key].decode_example(parsed[key])
+                                             for key in ('source', 'index')}})
+
+  for data, example in zip(ours, examples):
+    theirs = serializer.serialize_example(feature_dict.encode_example(example))
+    build_helpers.assert_same_episodes([decoded(data)], [decoded(theirs)])
+
+
+def test_parallel_build_equals_sequential_and_loads_with_tfds_alone(tmp_path, monkeypatch):
+  monkeypatch.setattr(writing, 'POOL_AFTER_BYTES', 0)  # Start the pool at once.
+  monkeypatch.setattr(writing, 'BATCH_BYTES', 50_000)
+  sequential = _build(tmp_path, 'one', workers=1)
+  parallel = _build(tmp_path, 'two', workers=2)
+  one = build_helpers.built_episodes(str(sequential.data_dir))
+  two = build_helpers.built_episodes(str(parallel.data_dir))
+  build_helpers.assert_same_episodes(two, one)
+  expected = [build_helpers.episode(0, index) for index in range(40)]
+  assert [e['index'] for e in two] == list(range(40))  # In the order generated.
+  np.testing.assert_array_equal(two[7]['steps']['observation']['frame'],
+                                expected[7]['steps']['observation']['frame'])
+  assert two[7]['source'] == 'episode 7 é'.encode()
+  info = json.loads((pathlib.Path(parallel.data_dir) / 'dataset_info.json').read_text())
+  split = info['splits'][0]
+  assert len(split['shardLengths']) > 3 and sum(map(int, split['shardLengths'])) == 40
+  assert info['disableShuffling'] is True
+  names = sorted(os.listdir(parallel.data_dir))
+  assert [n for n in names if 'tfrecord' in n] == [
+      f'counting-train.tfrecord-{i:05d}-of-{len(split["shardLengths"]):05d}'
+      for i in range(len(split['shardLengths']))]
+  assert not [n for n in os.listdir(os.path.dirname(parallel.data_dir)) if n.startswith('incomplete')]
+
+
+def test_ragged_features_fall_back_to_tfds_encoding(tmp_path):
+  ragged = features.rlds_features(observation=features.tensor((None,), np.float32),
+                                  action=features.scalar(np.int32))
+  assert writing.plan_of(ragged) is None
+
+
+def test_example_not_matching_features_is_a_schema_error():
+  plan = writing.plan_of(build_helpers.Counting(data_dir='/nonexistent').info.features)
+  example = build_helpers.episode(0, 1)
+  example['steps']['observation']['state'] = example['steps']['observation']['state'][:, :2]
+  with pytest.raises(errors.SchemaError, match='steps/observation/state'):
+    writing.flat_episode(plan, example)
