@@ -127,3 +127,33 @@ def test_stats_print_normalised_returns_with_the_d4rl_reference(tmp_path, capsys
   np.testing.assert_allclose(printed['normalized_returns'], expected)
   assert cli.main(['stats', str(builder.data_dir)]) == 0
   assert 'normalised return (100 * (R - -280.179) / (12135 - -280.179)' in capsys.readouterr().out
+
+
+def test_stats_action_moments_equal_rlds_own_masked_mean(cartpole):
+  """Actions are counted as rlds' sar_fields_mask counts them: not on is_last steps, whose action is
+  the placeholder after the final observation (counted, CartPole's action mean was off)."""
+  from rlds_suite.compat.rlds_compat import rlds  # pylint: disable=g-import-not-at-top
+  stats = statistics.compute(_episodes(cartpole))
+  mean, _ = rlds.transformations.mean_and_std(datasets.episodes(cartpole),
+                                              rlds.transformations.sar_fields_mask)
+  np.testing.assert_allclose(stats.moments[fields.ACTION].mean, np.ravel(mean[fields.ACTION]),
+                             rtol=1e-6)
+  real_actions = sum(len(e[fields.STEPS][fields.IS_LAST]) - 1 for e in _episodes(cartpole))
+  assert stats.moments[fields.ACTION].count == real_actions
+
+
+def test_episode_plot_leaves_a_gap_for_the_placeholder_reward(cartpole, tmp_path, monkeypatch):
+  from rlds_suite.inspection import plots  # pylint: disable=g-import-not-at-top
+  drawn = []
+  import matplotlib.axes  # pylint: disable=g-import-not-at-top
+  original = matplotlib.axes.Axes.plot
+  def recording_plot(self, x, y, *args, **kwargs):
+    drawn.append((self.get_ylabel(), np.asarray(y)))
+    return original(self, x, y, *args, **kwargs)
+  monkeypatch.setattr(matplotlib.axes.Axes, 'plot', recording_plot)
+  episode = _episodes(cartpole)[0]
+  plots.plot_episodes([episode], str(tmp_path / 'episode.png'))
+  rewards = [y for label, y in drawn if label == '' and len(y) == len(episode[fields.STEPS][fields.REWARD])]
+  assert rewards, 'no reward line drawn'
+  reward_line = rewards[-1]
+  assert np.isnan(reward_line[-1]) and not np.isnan(reward_line[:-1]).any()

@@ -475,6 +475,12 @@ def jump_ends(positions: np.ndarray, threshold: float) -> np.ndarray:
   return ends
 
 
+def real_action_rows(steps: Mapping[str, Nested]) -> np.ndarray:
+  """Which steps carry a real action and reward: all but `is_last` ones, whose action and reward
+  are placeholders after the final observation (rlds.transformations.sar_fields_mask)."""
+  return ~np.asarray(steps[fields.IS_LAST], dtype=bool)
+
+
 def to_transitions(steps: Mapping[str, Nested]) -> dict[str, Nested]:
   """RLDS steps of one episode -> transitions (o_t, a_t, r_t, d_t, o_t+1, is_terminal_t+1).
 

@@ -6,6 +6,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from rlds_suite.core import episodes as episode_model
 from rlds_suite.core import fields
 from rlds_suite.core import nested
 from rlds_suite.inspection import statistics
@@ -40,6 +41,10 @@ def plot_episodes(episodes: Sequence[Mapping[str, Any]], path: str, title: str =
   time = np.arange(total)
   for axis, (label, key) in zip(axes, rows):
     parts = [_columns(s.get(key, {}), n) for s, n in zip(steps, lengths)]
+    if key != fields.OBSERVATION:  # is_last steps' action and reward are placeholders: a gap.
+      for s, columns in zip(steps, parts):
+        for _, values in columns:
+          values[~episode_model.real_action_rows(s)] = np.nan
     for index, (name, _) in enumerate(parts[0]):
       values = np.concatenate([p[index][1] for p in parts])
       for d in range(values.shape[1]):

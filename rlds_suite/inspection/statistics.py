@@ -1,4 +1,7 @@
-"""Dataset statistics computed one episode at a time (constant memory in the number of steps)."""
+"""Dataset statistics computed one episode at a time (constant memory in the number of steps).
+
+Actions and rewards are counted on the steps that carry real ones (not an episode's `is_last`
+step, whose action and reward are placeholders), as rlds' `sar_fields_mask` counts them."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import numpy as np
 
+from rlds_suite.core import episodes
 from rlds_suite.core import fields
 from rlds_suite.core import nested
 
@@ -66,15 +70,16 @@ class DatasetStatistics:
       self.terminated += 1
     else:
       self.truncated += 1
+    real = episodes.real_action_rows(steps)
     if fields.REWARD in steps:
-      rewards = np.asarray(steps[fields.REWARD], np.float64)
-      self.returns.append(float(rewards.reshape(length, -1).sum()))
-    for group in (fields.OBSERVATION, fields.ACTION):
+      rewards = np.asarray(steps[fields.REWARD], np.float64)[real]
+      self.returns.append(float(rewards.sum()))
+    for group, rows in ((fields.OBSERVATION, slice(None)), (fields.ACTION, real)):
       for path, leaf in nested.flatten_with_paths(steps.get(group, {})):
         leaf = np.asarray(leaf)
         if leaf.dtype.kind not in 'biuf' or leaf[0].size > 64:  # Images and large tensors: skip.
           continue
-        self.moments.setdefault('/'.join(p for p in (group, path) if p), Moments()).add(leaf)
+        self.moments.setdefault('/'.join(p for p in (group, path) if p), Moments()).add(leaf[rows])
 
 
 def compute(episodes: Iterable[Mapping[str, Any]]) -> DatasetStatistics:
