@@ -52,27 +52,42 @@ def test_validate_reports_violations_and_fails(tmp_path, capsys):
 def test_typed_errors_exit_2_with_message(tmp_path, capsys):
   assert cli.main(['build', 'magical_demos/move_to_corner', '--manual_dir', str(tmp_path),
                    '--data_dir', str(tmp_path / 'out')]) == 2
-  assert f'EmptyInputError: {tmp_path}: manual_dir is missing or empty' in capsys.readouterr().err
+  assert (f'EmptyInputError: magical_demos/move_to_corner: --manual_dir {tmp_path} is empty; it '
+          'must hold the native files: Download ') in capsys.readouterr().err
   (tmp_path / 'unrelated.txt').write_text('not a demo')
   assert cli.main(['build', 'magical_demos/move_to_corner', '--manual_dir', str(tmp_path),
                    '--data_dir', str(tmp_path / 'out')]) == 2
   assert "no files matching 'demo-MoveToCorner-Demo-v0-*.pkl.gz'" in capsys.readouterr().err
 
 
-def test_tfds_cli_builds_our_folder(tmp_path):
-  result = subprocess.run(
-      ['tfds', 'build', 'builders/magical_demos', '--config', 'move_to_corner',
-       f'--manual_dir={DUMMY}', f'--data_dir={tmp_path}'],
-      cwd=REPO, capture_output=True, text=True, env=QUIET)
-  assert result.returncode == 0, result.stderr[-3000:]
+def test_tfds_cli_builds_our_folder(tmp_path, monkeypatch):
+  """TFDS's own `tfds build FOLDER`, run in this process (its main, as TFDS's tests call it)."""
+  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from absl import logging
+  from tensorflow_datasets.scripts.cli import main as tfds_main
+  # pylint: enable=g-import-not-at-top,import-outside-toplevel
+  monkeypatch.chdir(REPO)
+  verbosity = logging.get_verbosity()
+  try:
+    tfds_main.main(tfds_main._parse_flags(  # pylint: disable=protected-access
+        ['tfds', 'build', 'builders/magical_demos', '--config', 'move_to_corner',
+         f'--manual_dir={DUMMY}', f'--data_dir={tmp_path}']))
+  finally:
+    logging.set_verbosity(verbosity)
   assert list(tmp_path.glob('magical_demos/move_to_corner/1.0.0/*.tfrecord-*'))
 
 
-def test_console_script_and_demo():
-  result = subprocess.run(['rlds-suite', 'demo'], capture_output=True, text=True, env=QUIET)
+def test_console_script():
+  result = subprocess.run(['rlds-suite', 'list'], capture_output=True, text=True, env=QUIET)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert '== magical_demos/move_to_region/1.0.0: valid' in result.stdout
-  assert 'episodes 1, steps 41' in result.stdout
-  assert '== imitation_rollouts/cartpole/1.0.0: valid' in result.stdout
-  assert 'episodes 57, steps 27021' in result.stdout
-  assert result.stdout.count(': valid') == len(demo.SAMPLES) == 4
+  assert result.stdout.startswith('d4rl  ')
+
+
+def test_demo(capsys):
+  assert cli.main(['demo']) == 0
+  out = capsys.readouterr().out
+  assert '== magical_demos/move_to_region/1.0.0: valid' in out
+  assert 'episodes 1, steps 41' in out
+  assert '== imitation_rollouts/cartpole/1.0.0: valid' in out
+  assert 'episodes 57, steps 27021' in out
+  assert out.count(': valid') == len(demo.SAMPLES) == 4

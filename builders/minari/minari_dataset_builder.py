@@ -60,6 +60,7 @@ class Builder(builder_base.RLDSBuilder):
   """Local Minari datasets: `tfds.builder('minari', dataset_id='mujoco/pusher/expert-v0')`, or by
   config name, `tfds.builder('minari/mujoco.pusher.expert-v0')`."""
 
+  READS_MANUAL_DIR = False  # Its files come from a Minari datasets root (rlds-suite build).
   MANUAL_DOWNLOAD_INSTRUCTIONS = """
   Download the dataset with Minari (`minari download ID`) or copy its directory into a Minari
   datasets root: $MINARI_DATASETS_PATH, ~/.minari/datasets, or the builder's `minari_root`.

@@ -12,6 +12,7 @@ import sys
 import warnings
 from typing import Optional, Sequence
 
+from rlds_suite.compat import post_import
 from rlds_suite.compat import quiet_tensorflow
 from rlds_suite.core import errors
 
@@ -44,11 +45,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   else:
     warnings.simplefilter('ignore')
   from absl import logging  # pylint: disable=g-import-not-at-top
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   if not args.verbose:
     logging.set_verbosity(logging.ERROR)
-  tfds.disable_progress_bar()
+  # Commands check their arguments before they import TensorFlow (seconds); TFDS's own bars
+  # (counts without totals) give way to ours.
+  post_import.when_imported('tensorflow_datasets', lambda tfds: tfds.disable_progress_bar())
   try:
+    if isinstance(getattr(args, 'source', None), str):  # A dataset directory or registered name.
+      from rlds_suite.tfds import registry  # pylint: disable=g-import-not-at-top
+      registry.check_source(args.source)
     return int(args.func(args) or 0)
   except errors.RLDSSuiteError as e:
     print(f'error: {type(e).__name__}: {e}', file=sys.stderr)

@@ -19,8 +19,9 @@ def run(args) -> int:
   prepared = registry.prepared(args.local or None) if args.local is not None else {}
   width = max(len(entry.name) for entry in entries)
   for entry in entries:
-    source = ('download (checksums) or --manual_dir' if entry.downloads and entry.needs_manual_dir
-              else 'download' if entry.downloads else '--manual_dir')
+    source = ('download (checksums) or --manual_dir' if entry.downloads and entry.reads_manual_dir
+              else 'download' if entry.downloads else '--manual_dir' if entry.reads_manual_dir
+              else 'local files (see its README)')
     configs = f'{len(entry.configs)} configs' if entry.configs else 'configured by arguments'
     print(f'{entry.name:<{width}}  {configs:<24} {source:<38} {entry.description}')
     if args.configs and entry.configs:

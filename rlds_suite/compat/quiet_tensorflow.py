@@ -3,9 +3,10 @@
 TensorFlow 2.21 writes its start-up lines (oneDNN, CUDA, CPU features) through absl before
 `TF_CPP_MIN_LOG_LEVEL` is read, and tf.data logs per-element ERROR lines such as "Tensor RefCount
 not reliable" that are not errors of the user's. Unless the user set `TF_CPP_MIN_LOG_LEVEL`
-(or the command line's `--verbose` asks), we set it to 3 and, while TensorFlow's module first
-runs, filter those start-up lines from the process's standard error (file descriptor 2, where C++
-writes); every other line is passed on once the import ends.
+(a JAX imported first sets 1 of its own, which is not the user's) or the command line's
+`--verbose` asks, we set it to 3 and, while TensorFlow's module first runs, filter those start-up
+lines from the process's standard error (file descriptor 2, where C++ writes); every other line
+is passed on once the import ends.
 """
 
 from __future__ import annotations
@@ -15,13 +16,41 @@ import os
 import re
 import sys
 import tempfile
-from typing import Iterator
+from typing import Container, Iterator, Mapping, Optional
 
 from rlds_suite.compat import post_import
 
 LEVEL_VARIABLE = 'TF_CPP_MIN_LOG_LEVEL'
+# What `import jax` sets the variable to when it is unset (os.environ.setdefault).
+JAX_DEFAULT_LEVEL = '1'
+
+
+def user_chose_level(environ: Mapping[str, str], modules: Container[str],
+                     initial_environment: Optional[bytes]) -> bool:
+  """Whether the user set TF_CPP_MIN_LOG_LEVEL: it is set, and not by a JAX imported first (JAX
+  sets '1' unless the process started with a value; `initial_environment` is the process's own,
+  None when unknown)."""
+  if LEVEL_VARIABLE not in environ:
+    return False
+  if 'jax' in modules and environ[LEVEL_VARIABLE] == JAX_DEFAULT_LEVEL:
+    if initial_environment is None:
+      return True
+    prefix = f'{LEVEL_VARIABLE}='.encode()
+    return any(entry.startswith(prefix) for entry in initial_environment.split(b'\0'))
+  return True
+
+
+def _initial_environment() -> Optional[bytes]:
+  """The environment this process started with (Linux), or None."""
+  try:
+    with open('/proc/self/environ', 'rb') as f:
+      return f.read()
+  except OSError:
+    return None
+
+
 # Set by the user before rlds_suite was imported: then we change nothing.
-USER_CHOSE_LEVEL = LEVEL_VARIABLE in os.environ
+USER_CHOSE_LEVEL = user_chose_level(os.environ, sys.modules, _initial_environment())
 
 _STARTUP_NOISE = re.compile(
     r'^([IWE]\d{4} [\d:.]+\s+\d+ \S+:\d+\]|WARNING: All log messages before '
@@ -57,7 +86,7 @@ def quiet_by_default() -> None:
   """Quiets TensorFlow's C++ logging unless the user chose a level; idempotent."""
   if USER_CHOSE_LEVEL:
     return
-  os.environ.setdefault(LEVEL_VARIABLE, '3')
+  os.environ[LEVEL_VARIABLE] = '3'  # Replaces JAX's '1'; unset otherwise.
   post_import.around_import('tensorflow', filtered_stderr)
 
 
