@@ -363,6 +363,14 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     apply(inst, state)
 
   def load_stop(self) -> None:
+    """STOP ends the stream: with one finished value, and nothing after it (a byte changed into
+    STOP would otherwise return part of the data as the whole)."""
+    if self.metastack or len(self.stack) != 1:
+      raise errors.CorruptFileError('the pickle stops inside an unfinished value',
+                                    path=self._source or None)
+    frame = self._unframer.current_frame
+    if (frame is not None and frame.read(1)) or self._file_read(1):
+      raise errors.CorruptFileError('data follows the end of the pickle', path=self._source or None)
     self._check_all_built()
     super().load_stop()
 
