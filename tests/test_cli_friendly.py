@@ -1,5 +1,6 @@
 """The command line answers fast, quietly, and in one line when the user makes a mistake."""
 
+import logging
 import os
 import subprocess
 import sys
@@ -176,6 +177,15 @@ def test_checkout_shadowing_the_package_is_named(tmp_path):
   (line,) = result.stderr.strip().splitlines()
   assert line.startswith(f'error: rlds_suite is the folder {tmp_path / "rlds_suite"} here (the '
                          'current directory shadows the installed package)'), line
+
+
+def test_apitools_warning_is_dropped_unless_verbose(caplog):
+  with quiet_tensorflow.without_apitools_warning():
+    logging.warning('apitools not found, and bigquery client libraries are not available')
+    logging.warning('another warning')
+  logging.warning('apitools not found (outside)')
+  assert [r.getMessage() for r in caplog.records] == ['another warning',
+                                                      'apitools not found (outside)']
 
 
 def test_startup_noise_pattern():

@@ -6,12 +6,13 @@ not reliable" that are not errors of the user's. Unless the user set `TF_CPP_MIN
 (a JAX imported first sets 1 of its own, which is not the user's) or the command line's
 `--verbose` asks, we set it to 3 and, while TensorFlow's module first runs, filter those start-up
 lines from the process's standard error (file descriptor 2, where C++ writes); every other line
-is passed on once the import ends.
+is passed on once the import ends. Apache Beam's "apitools not found" warning goes the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -82,8 +83,38 @@ def filtered_stderr() -> Iterator[None]:
         sys.stderr.write('\n'.join(kept) + '\n')
 
 
+# Apache Beam's BigQuery client package warns when it is imported that apitools is missing; we use
+# no BigQuery, and the warning came on every build and demo.
+BEAM_BIGQUERY = 'apache_beam.io.gcp.internal.clients.bigquery'
+APITOOLS_WARNING = 'apitools not found'
+
+
+class _DropMessages(logging.Filter):
+  """Drops log records whose message starts with `prefix`."""
+
+  def __init__(self, prefix: str):
+    super().__init__()
+    self.prefix = prefix
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(self.prefix)
+
+
+@contextlib.contextmanager
+def without_apitools_warning() -> Iterator[None]:
+  """Drops Apache Beam's apitools warning from the root logger meanwhile."""
+  drop = _DropMessages(APITOOLS_WARNING)
+  logging.getLogger().addFilter(drop)
+  try:
+    yield
+  finally:
+    logging.getLogger().removeFilter(drop)
+
+
 def quiet_by_default() -> None:
-  """Quiets TensorFlow's C++ logging unless the user chose a level; idempotent."""
+  """Quiets TensorFlow's C++ logging unless the user chose a level, and Apache Beam's apitools
+  warning; idempotent."""
+  post_import.around_import(BEAM_BIGQUERY, without_apitools_warning)
   if USER_CHOSE_LEVEL:
     return
   os.environ[LEVEL_VARIABLE] = '3'  # Replaces JAX's '1'; unset otherwise.
@@ -91,7 +122,8 @@ def quiet_by_default() -> None:
 
 
 def verbose() -> None:
-  """Lets every TensorFlow log line through (the command line's --verbose)."""
+  """Lets every TensorFlow log line and warning through (the command line's --verbose)."""
   if not USER_CHOSE_LEVEL:
     os.environ[LEVEL_VARIABLE] = '0'
   post_import.around_import_cancel('tensorflow')
+  post_import.around_import_cancel(BEAM_BIGQUERY)

@@ -45,6 +45,16 @@ class RLDSBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   writer_workers: Optional[int] = None
   writer_shard_bytes: int = writing.SHARD_BYTES
 
+  def _log_download_bytes(self) -> None:
+    """TFDS prints 'Downloading and preparing dataset Unknown size ...' before every build: a
+    conversion of local files downloads nothing, so only downloads are announced."""
+    if self.info.download_size:
+      super()._log_download_bytes()
+
+  def _log_download_done(self) -> None:
+    if self.info.download_size:
+      super()._log_download_done()
+
   def download_and_prepare(self, *, download_dir: Optional[str] = None,
                            download_config: Optional[tfds.download.DownloadConfig] = None,
                            **kwargs: Any) -> None:
