@@ -26,7 +26,11 @@ import numpy as np
 import tensorflow as tf
 
 DEFAULT_MEMORY_FRACTION = 1 / 8  # Of the machine's physical memory, when no budget is given.
-GROUP_EPISODES = 10  # Episodes parsed by one tf.io.parse_example, at most.
+# Steps parsed by one tf.io.parse_example, at most: a call costs ~0.5 ms besides its steps (measured:
+# 364 ns of CPU a CartPole step in groups of 10 episodes, 132 in groups of 160, 65 in one of 1,700),
+# so groups are sized in steps, not episodes, and lowered only to fit the memory budget.
+GROUP_STEPS = 1 << 15
+GROUP_EPISODES = 10  # Episodes decoded together when a cache is filled (no budget there).
 PARSE_PARALLELISM = 2  # Groups parsed at once.
 # Parsed groups alive at once: being parsed, parsed and waiting to be cut into units, being cut.
 GROUPS_IN_FLIGHT = PARSE_PARALLELISM + 2
@@ -93,7 +97,8 @@ class Sizes:
 
 def choose(*, memory_budget: Optional[int], max_episodes: int, max_block_units: int,
            batch_size: int, unit_bytes: int, episode_bytes: Sequence[float],
-           episode_cost: Sequence[float], file_buffer_bytes: int) -> Sizes:
+           episode_cost: Sequence[float], episode_steps: Sequence[float],
+           file_buffer_bytes: int) -> Sizes:
   """Buffer sizes under `memory_budget` (default_memory_budget() when None).
 
   Blocks get `max_block_units` units when they fit in their half of the budget, otherwise the
@@ -113,8 +118,9 @@ def choose(*, memory_budget: Optional[int], max_episodes: int, max_block_units: 
           f'{rest / 2 / MIB:.0f} MiB of it; raise the memory budget or lower the batch size')
   share = rest / 2 / len(episode_bytes)
   datasets = []
-  for serialized, cost in zip(episode_bytes, episode_cost):
-    group = int(np.clip(share / 2 // max(GROUPS_IN_FLIGHT * cost, 1), 1, GROUP_EPISODES))
+  for serialized, cost, steps in zip(episode_bytes, episode_cost, episode_steps):
+    group = int(np.clip(share / 2 // max(GROUPS_IN_FLIGHT * cost, 1), 1,
+                        max(GROUP_STEPS // max(int(steps), 1), 1)))
     episodes = int(np.clip(share / 2 // max(serialized, 1), 1, max_episodes))
     if GROUPS_IN_FLIGHT * cost > share / 2:
       _LOG.warning('one decoded episode with its units (%.0f MiB) exceeds the %.0f MiB the '

@@ -16,16 +16,13 @@ not a multiple of it), the last one short unless `drop_remainder`.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from rlds_suite.core import nested
 from rlds_suite.streams import budget as budget_lib
-from rlds_suite.streams import cache as cache_lib
 from rlds_suite.streams import reading
 
 
@@ -37,27 +34,22 @@ class Stream:
   `stream.element_spec` and every other tf.data.Dataset attribute are the batch dataset's.
   Pass `stream.dataset` where a tf.data.Dataset itself is required (Keras, tf.distribute).
   """
-  blocks: tf.data.Dataset  # (block of units, its permutation)
+  blocks: tf.data.Dataset  # Permuted blocks of units, prefetched.
   batch_size: int
   drop_remainder: bool
   sizes: budget_lib.Sizes
-  gather: Optional[cache_lib.RowGather]  # Blocks of cached row indices -> values; or None.
   names: tuple[str, ...]
   files: tuple[tuple[str, ...], ...]  # Per dataset, the files read (to name a corrupt one).
-  # Cached row-selecting units: block index -> the same (block, order) as `blocks` gives, drawn
-  # in numpy (streams.row_blocks); the numpy exit calls it directly, without tf.data.
-  row_blocks: Optional[Callable[[int], Any]] = None
+  # Cached row-selecting units: the same permuted blocks as `blocks`, drawn and gathered in numpy
+  # (streams.row_blocks); the numpy exit iterates it directly, without tf.data.
+  numpy_blocks: Optional[Callable[[], Iterator[Any]]] = None
 
   @property
   def dataset(self) -> tf.data.Dataset:
-    """The tf.data exit: permuted blocks rebatched inside tf.data (for TensorFlow loops and
-    tf.train.Checkpoint)."""
-    if self.gather is None:
-      blocks = self.blocks.map(
-          lambda block, order: tf.nest.map_structure(lambda t: tf.gather(t, order), block))
-    else:
-      blocks = self.blocks.map(self._gathered).with_options(_stateless_python())
-    return blocks.rebatch(self.batch_size, drop_remainder=self.drop_remainder).prefetch(1)
+    """The tf.data exit: the blocks rebatched inside tf.data (for TensorFlow loops and
+    tf.train.Checkpoint). No prefetch after the rebatch: a batch is a slice cut in the consumer's
+    GetNext, and only a block crosses threads."""
+    return self.blocks.rebatch(self.batch_size, drop_remainder=self.drop_remainder)
 
   @property
   def description(self) -> str:
@@ -75,49 +67,13 @@ class Stream:
     return getattr(self.dataset, name)
 
   def numpy_batches(self) -> Iterator[Any]:
-    """Batches as nested numpy arrays, cut from the permuted blocks in numpy."""
-    if self.row_blocks is not None:
-      count = self.row_blocks.num_blocks
-      indices = itertools.count() if count is None else range(count)
-      blocks = (self.row_blocks(index) for index in indices)
+    """Batches as nested numpy arrays, sliced from the permuted blocks in numpy."""
+    if self.numpy_blocks is not None:
+      blocks = self.numpy_blocks()
     else:
       files = [f for group in self.files for f in group]
       blocks = reading.numpy_groups(self.blocks, files, ', '.join(self.names))
-    return cut_batches(self._permute_each(blocks), self.batch_size, self.drop_remainder)
-
-  def _gathered(self, block: Any, order: tf.Tensor) -> Any:
-    """The tf.data exit's gather of cached rows (numpy, from the memory maps)."""
-    flat = nested.flatten_paths(block)
-    paths = list(flat)
-    specs = [self.gather.spec.get(p, tf.TensorSpec(flat[p].shape[1:], flat[p].dtype))
-             for p in paths]
-
-    def gathered(order, *columns):
-      values = self.gather(dict(zip(paths, columns)), order)
-      return [values[p] for p in paths]
-
-    values = tf.numpy_function(gathered, [order, *flat.values()], [s.dtype for s in specs],
-                               stateful=False)
-    for value, spec in zip(values, specs):
-      value.set_shape([None, *spec.shape])
-    return nested.unflatten_paths(dict(zip(paths, values)))
-
-  def _permute_each(self, blocks: Iterator[Any]) -> Iterator[Any]:
-    for block, order in blocks:
-      if self.gather is not None:
-        permuted = nested.unflatten_paths(self.gather(nested.flatten_paths(block), order))
-      else:
-        permuted = tf.nest.map_structure(lambda a, o=order: np.take(a, o, axis=0), block)
-      del block  # Only the permuted copy stays while the next block is read.
-      yield permuted
-      del permuted
-
-
-def _stateless_python() -> tf.data.Options:
-  """A cache's gather is a function of its inputs: no state for a checkpoint to save."""
-  options = tf.data.Options()
-  options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-  return options
+    return cut_batches(blocks, self.batch_size, self.drop_remainder)
 
 
 def _slicer(structure: Any) -> Callable[[int, int], Any]:

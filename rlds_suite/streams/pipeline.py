@@ -202,23 +202,24 @@ def _empty(spec: Any) -> Any:
       lambda s: tf.zeros([0] + [d or 0 for d in s.shape.as_list()[1:]], s.dtype), spec)
 
 
-def _order(seed: Optional[int]):
-  """Block index, block -> the block's permutation: uniform over all orders, seeded per block
-  (the identity without shuffling). The exits apply it (streams.exits)."""
+def _permuted(seed: Optional[int]):
+  """Block index, block -> the block's units in a seeded random order: uniform over all orders,
+  seeded per block (unchanged without shuffling)."""
 
-  def order(index, block):
-    rows = tf.range(_size(block))
+  def permute(index, block):
     if seed is None:
-      return rows
-    return tf.random.experimental.stateless_shuffle(
-        rows, seed=tf.stack([tf.constant(seed, tf.int64), index]))
+      return block
+    order = tf.random.experimental.stateless_shuffle(
+        tf.range(_size(block)), seed=tf.stack([tf.constant(seed, tf.int64), index]))
+    return tf.nest.map_structure(lambda t: tf.gather(t, order), block)
 
-  return order
+  return permute
 
 
 def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
                 exhaustion: Exhaustion, permute_seed: Optional[int]) -> tf.data.Dataset:
-  """(block, its permutation) of units: each dataset's scheduled piece, concatenated.
+  """Permuted blocks of units: each dataset's scheduled piece, concatenated, then permuted (in
+  the parallel map, off the consumer's thread).
 
   STOP: the block in which a dataset runs out is cut where its piece ends (the others' pieces pro
   rata) and is the last. DROP: an exhausted dataset gives empty pieces, so the others keep their
@@ -233,7 +234,7 @@ def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
   if drop:
     zipped = zipped.take_while(lambda *parts: tf.logical_not(tf.reduce_all([e for _, e in parts])))
   wanted_per_block = tf.constant(schedule)
-  order = _order(permute_seed)
+  permute = _permuted(permute_seed)
 
   def block(index, parts):
     if drop:
@@ -248,7 +249,7 @@ def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
       parts = [tf.nest.map_structure(lambda t, k=keep[i]: t[:k], p) for i, p in enumerate(parts)]
     units = parts[0] if len(parts) == 1 else tf.nest.map_structure(
         lambda *t: tf.concat(t, 0), *parts)
-    return units, order(index, units)
+    return permute(index, units)
 
   return zipped.enumerate().map(block, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -334,6 +335,7 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
       batch_size=batch_size, unit_bytes=unit_bytes,
       episode_bytes=[serialized for serialized, _ in episode_stats],
       episode_cost=[steps * cost for (_, steps), cost in zip(episode_stats, step_costs)],
+      episode_steps=[steps for _, steps in episode_stats],
       file_buffer_bytes=reading.READ_CYCLE_LENGTH * reading.READ_BUFFER_BYTES)
 
   weights = weights if weights is not None else [1.0] * len(sources)
@@ -347,12 +349,11 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
     row_blocks = _row_blocks(sources, projections, unit, schedule, mix.exhaustion,
                              [_seed(seed, i, shard_index, 1) for i in range(len(sources))],
                              permute_seed, shuffle is not None)
-    spec = {path: tf.TensorSpec([None], tf.int64) for path in gather.spec}
-    spec.update({DATASET_INDEX: tf.TensorSpec([None], tf.int32),
-                 EPOCH: tf.TensorSpec([None], tf.int64)})
-    blocks = row_blocks.dataset(spec).prefetch(1).with_options(options)
-    return exits.Stream(blocks, batch_size, drop_remainder, sizes, gather, names, files,
-                        row_blocks)
+    spec = {**gather.spec, DATASET_INDEX: tf.TensorSpec([], tf.int32),
+            EPOCH: tf.TensorSpec([], tf.int64)}  # One unit's values.
+    blocks = row_blocks.dataset(gather, spec).prefetch(1).with_options(options)
+    return exits.Stream(blocks, batch_size, drop_remainder, sizes, names, files,
+                        numpy_blocks=lambda: row_blocks.numpy_blocks(gather))
 
   unit_streams = []
   for index, (source, project, dataset_sizes) in enumerate(
@@ -375,7 +376,7 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
 
   blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion, permute_seed)
   blocks = blocks.prefetch(1).with_options(options)
-  return exits.Stream(blocks, batch_size, drop_remainder, sizes, gather, names, files)
+  return exits.Stream(blocks, batch_size, drop_remainder, sizes, names, files)
 
 
 def _row_blocks(sources: Sequence['_Source'], projections, unit: units_lib.Unit,

@@ -16,7 +16,8 @@ and `pipeline._truncate` do for streams read from files.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional, Sequence
+import itertools
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -168,23 +169,40 @@ class RowBlocks:
              if self._permute_seed is not None else np.arange(size, dtype=np.int64))
     return nested.unflatten_paths(flat), order
 
-  def dataset(self, spec: dict[str, tf.TensorSpec]) -> tf.data.Dataset:
-    """The blocks as a tf.data dataset of (block, order): `self` mapped over Dataset.range."""
+  def values(self, gather: Callable[[dict, np.ndarray], dict]) -> Callable[[int], dict]:
+    """Block index -> the block's flat values: its rows taken from the caches by `gather`
+    (streams.cache.RowGather), which applies the block's permutation in the same take."""
+
+    def block_values(block: int) -> dict[str, np.ndarray]:
+      rows, order = self(block)
+      return gather(nested.flatten_paths(rows), order)
+
+    return block_values
+
+  def numpy_blocks(self, gather: Callable[[dict, np.ndarray], dict]) -> Iterator[Any]:
+    """Every block's nested values, in order (the numpy exit: no tf.data element, no thread)."""
+    values = self.values(gather)
+    indices = itertools.count() if self.num_blocks is None else range(self.num_blocks)
+    for index in indices:
+      yield nested.unflatten_paths(values(index))
+
+  def dataset(self, gather: Callable[[dict, np.ndarray], dict],
+              spec: dict[str, tf.TensorSpec]) -> tf.data.Dataset:
+    """The same blocks as `numpy_blocks`, as a tf.data dataset: drawn and gathered by one numpy
+    function mapped over Dataset.range (a range position is all a checkpoint saves)."""
     paths = list(spec)
+    values = self.values(gather)
     indices = tf.data.Dataset.range(
         np.iinfo(np.int64).max if self.num_blocks is None else self.num_blocks)
 
     def make(block):
-      block_rows, order = self(block)
-      flat = nested.flatten_paths(block_rows)
-      return [flat[p].astype(spec[p].dtype.as_numpy_dtype) for p in paths] + [
-          order.astype(np.int64)]
+      flat = values(block)
+      return [flat[p] for p in paths]
 
     def read(index):
-      *values, order = tf.numpy_function(make, [index], [spec[p].dtype for p in paths] + [tf.int64],
-                                         stateful=False)
-      for value in (*values, order):
-        value.set_shape([None])
-      return nested.unflatten_paths(dict(zip(paths, values))), order
+      flat = tf.numpy_function(make, [index], [spec[p].dtype for p in paths], stateful=False)
+      for value, path in zip(flat, paths):
+        value.set_shape([None, *spec[path].shape])
+      return nested.unflatten_paths(dict(zip(paths, flat)))
 
     return indices.map(read)

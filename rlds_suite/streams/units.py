@@ -94,6 +94,12 @@ class StepUnit(Unit):
   """Single RLDS steps."""
   SELECTS_ROWS = True
 
+  def from_episodes(self, steps, row_splits):
+    # Every row is a unit: only each row's episode is needed (no per-row ends and starts).
+    row_splits = tf.cast(row_splits, tf.int64)
+    return dict(steps), tf.repeat(tf.range(tf.size(row_splits, out_type=tf.int64) - 1),
+                                  row_splits[1:] - row_splits[:-1])
+
   def cut(self, steps, rows):
     return dict(steps), rows.index
 
