@@ -157,6 +157,8 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
         del level[-pops:]
       if pushes:
         level.extend([index] * pushes)
+  except errors.RLDSSuiteError:
+    raise
   except (IndexError, KeyError, ValueError) as e:
     raise errors.CorruptFileError(f'cannot read the pickle: damaged or truncated at opcode '
                                   f'{index}', path=source) from e

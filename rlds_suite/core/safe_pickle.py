@@ -21,6 +21,7 @@ Persistent ids and extension codes are refused (no supported format uses them).
 
 from __future__ import annotations
 
+import _compat_pickle
 import codecs
 import collections
 import dataclasses
@@ -293,6 +294,9 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     return errors.UnsafePickleError(problem, path=self._source or None)
 
   def find_class(self, module: str, name: str) -> Any:
+    if self.proto < 3:  # Python 2 names, as pickle maps them.
+      module, name = _compat_pickle.NAME_MAPPING.get(
+          (module, name), (_compat_pickle.IMPORT_MAPPING.get(module, module), name))
     found = _GLOBALS.get((module, name))
     if found is None:
       raise self._refuse(f'refusing to load global {module}.{name}: only numpy arrays, builtin '
