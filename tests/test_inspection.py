@@ -8,6 +8,7 @@ from PIL import Image
 import pytest
 
 from rlds_suite import cli
+from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.inspection import rendering
 from rlds_suite.inspection import statistics
@@ -53,8 +54,9 @@ def test_rendered_frame_shows_the_observation_and_the_step(magical):
   rendered = rendering.render_episode(steps)
   allo = steps[fields.OBSERVATION]['allo'][1]
   scale = -(-rendering.MIN_HEIGHT // allo.shape[0])
-  np.testing.assert_array_equal(rendered[1][:allo.shape[0] * scale:scale, :allo.shape[1] * scale:scale],
-                                allo)
+  top = rendering.CAPTION_LINE  # The field names' line.
+  np.testing.assert_array_equal(
+      rendered[1][top:top + allo.shape[0] * scale:scale, :allo.shape[1] * scale:scale], allo)
   assert rendering.caption(steps, 0)[0].startswith(f'step 0/{len(steps[fields.IS_FIRST]) - 1}  is_first')
 
 
@@ -65,7 +67,8 @@ def test_mp4_and_contact_sheet(magical, tmp_path):
   rendering.write_animation(rendered, str(tmp_path / 'e.mp4'))
   assert imageio.get_reader(str(tmp_path / 'e.mp4')).count_frames() == len(rendered)
   rendering.write_animation(rendered, str(tmp_path / 'e.png'))
-  assert Image.open(tmp_path / 'e.png').size[1] == rendered[0].shape[0] * -(-len(rendered) // 8)
+  rows = -(-len(rendered) // 8)
+  assert Image.open(tmp_path / 'e.png').size[1] == (rendered[0].shape[0] + rendering.SHEET_GAP) * rows - rendering.SHEET_GAP
 
 
 def test_show_plots_vector_observations(cartpole, tmp_path, capsys):
@@ -157,3 +160,42 @@ def test_episode_plot_leaves_a_gap_for_the_placeholder_reward(cartpole, tmp_path
   assert rewards, 'no reward line drawn'
   reward_line = rewards[-1]
   assert np.isnan(reward_line[-1]) and not np.isnan(reward_line[:-1]).any()
+
+
+def _small_frame_steps(num: int) -> dict:
+  """num steps of a 21x21 grey image observation (an Atari-sized panel would be 84x84)."""
+  observation = np.full((num, 21, 21), 90, np.uint8)
+  return {fields.OBSERVATION: observation, fields.ACTION: np.zeros(num, np.int64),
+          fields.REWARD: np.zeros(num, np.float32), fields.DISCOUNT: np.ones(num, np.float32),
+          fields.IS_FIRST: np.arange(num) == 0, fields.IS_LAST: np.arange(num) == num - 1,
+          fields.IS_TERMINAL: np.zeros(num, bool)}
+
+
+def test_small_frames_fill_the_caption_width_without_a_blank_band():
+  (frame,) = rendering.render_episode(_small_frame_steps(3), [0])
+  top = rendering.CAPTION_LINE
+  image_rows = frame[top:top + rendering.MIN_HEIGHT]
+  assert frame.shape[1] >= rendering.MIN_WIDTH
+  assert (image_rows == 90).all(), 'the frame, scaled, spans the whole width'
+  assert (frame[:top] != 255).any(), 'the field name is written above the frame'
+
+
+def test_long_episodes_are_shown_at_chosen_steps():
+  assert rendering.chosen_steps(5) == [0, 1, 2, 3, 4]
+  spread = rendering.chosen_steps(1000, frames=40)
+  assert len(spread) == 40 and spread[0] == 0 and spread[-1] == 999
+  assert rendering.chosen_steps(1000, every=100) == list(range(0, 1000, 100))
+  assert rendering.chosen_steps(1000, every=10, frames=3) == [0, 10, 20]
+  with pytest.raises(errors.SchemaError, match='--every'):
+    rendering.chosen_steps(10, every=0)
+
+
+def test_show_contact_sheet_of_a_long_episode_is_a_page_not_a_poster(magical, tmp_path, capsys):
+  out = tmp_path / 'sheet.png'
+  assert cli.main(['show', 'magical_demos/move_to_corner', '--data_dir', str(magical.data_dir_root),
+                   '--out', str(out), '--frames', '2']) == 0
+  summary = json.loads(capsys.readouterr().out)
+  assert summary['frames'] == 2 < summary['steps']
+  height, width = summary['size']
+  gap = rendering.SHEET_GAP
+  assert Image.open(out).size == (width * 2 + gap, height)  # One row of two frames.

@@ -18,6 +18,12 @@ def register(subparsers) -> None:
                       help='output file, .gif, .mp4 or .png (default: NAME_episodeI.gif for '
                       'image observations, .png otherwise)')
   parser.add_argument('--fps', type=float, default=10.0, help='frames per second of a GIF/MP4')
+  parser.add_argument('--every', type=int, default=None,
+                      help='image observations: draw every N-th step (default: spread --frames '
+                      'evenly over the episode)')
+  parser.add_argument('--frames', type=int, default=None,
+                      help='image observations: at most this many frames (default: 40 on a .png '
+                      'contact sheet, 1000 in a GIF/MP4)')
   parser.add_argument('--split', default=None, help='split to read (default: all)')
   parser.add_argument('--data_dir', default=None, help='TFDS data_dir of a registered name')
   parser.set_defaults(func=run)
@@ -41,10 +47,12 @@ def run(args) -> int:
   name = os.path.basename(os.path.normpath(args.source))
   out = args.out or f'{name}_episode{args.episode}.{"gif" if has_images else "png"}'
   if has_images:
-    rendered = rendering.render_episode(first)
+    frames = args.frames or rendering.DEFAULT_FRAMES.get(os.path.splitext(out)[1].lower())
+    indices = rendering.chosen_steps(len(first[fields.IS_FIRST]), args.every, frames)
+    rendered = rendering.render_episode(first, indices)
     rendering.write_animation(rendered, out, fps=args.fps)
     summary = {'out': out, 'episode': args.episode, 'frames': len(rendered),
-               'size': list(rendered[0].shape[:2])}
+               'steps': len(first[fields.IS_FIRST]), 'size': list(rendered[0].shape[:2])}
   else:
     if not out.lower().endswith('.png'):
       raise errors.SchemaError('vector observations are plotted; use a .png output', path=out)

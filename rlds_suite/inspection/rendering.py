@@ -1,7 +1,9 @@
 """An episode's image observations as annotated frames (numpy and Pillow; no TensorFlow).
 
-Every image field of a step is drawn side by side (frame stacks as their frames in a row), scaled
-up to a readable height, with the step index, action, reward and boundary flags written under it.
+Every image field of a step is drawn side by side (frame stacks as their frames in a row), each
+under its field name, scaled up by one integer factor to a readable height and at least the width
+of the caption (no blank band beside small frames), with the step index, action, reward and
+boundary flags written under it. Long episodes are shown at chosen steps (`chosen_steps`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,25 @@ from rlds_suite.core import fields
 from rlds_suite.core import nested
 
 MIN_HEIGHT = 168  # Pixels: small frames (84x84 Atari) are scaled up to at least this.
+MIN_WIDTH = 360  # Pixels: the caption's width; narrower frames are scaled up to it.
 CAPTION_LINE = 14
+SHEET_GAP = 6  # Pixels between the frames of a contact sheet.
+# Frames shown by default: a contact sheet stays a readable page, a GIF/MP4 a watchable clip.
+DEFAULT_FRAMES = {'.png': 40, '.gif': 1000, '.mp4': 1000}
+
+
+def chosen_steps(num_steps: int, every: int | None = None, frames: int | None = None) -> list[int]:
+  """Step indices to draw: every `every`-th step, at most `frames` of them; with no `every`, at
+  most `frames` steps spread evenly from the first to the last."""
+  if every is not None:
+    if every < 1:
+      raise errors.SchemaError(f'--every must be at least 1, got {every}', field='every')
+    return list(range(0, num_steps, every))[:frames]
+  if frames is None or num_steps <= frames:
+    return list(range(num_steps))
+  if frames < 1:
+    raise errors.SchemaError(f'--frames must be at least 1, got {frames}', field='frames')
+  return sorted({int(i) for i in np.linspace(0, num_steps - 1, frames).round()})
 
 
 def image_paths(observation_row: Any) -> list[str]:
@@ -44,14 +64,22 @@ def _panel(leaf: np.ndarray) -> np.ndarray:
   """One image leaf as an RGB panel; frame stacks (C not 1 or 3) become their frames in a row."""
   hwc = _as_hwc(leaf)
   if hwc.shape[-1] == 3:
-    rgb = hwc
-  elif hwc.shape[-1] == 1:
-    rgb = np.repeat(hwc, 3, axis=-1)
-  else:
-    frames = [np.repeat(hwc[..., c:c + 1], 3, axis=-1) for c in range(hwc.shape[-1])]
-    rgb = np.concatenate(_with_gaps(frames), axis=1)
-  scale = max(1, -(-MIN_HEIGHT // rgb.shape[0]))
-  return np.repeat(np.repeat(rgb, scale, axis=0), scale, axis=1)
+    return hwc
+  if hwc.shape[-1] == 1:
+    return np.repeat(hwc, 3, axis=-1)
+  frames = [np.repeat(hwc[..., c:c + 1], 3, axis=-1) for c in range(hwc.shape[-1])]
+  return np.concatenate(_with_gaps(frames), axis=1)
+
+
+def _scale(panels: Sequence[np.ndarray], gap: int = 4) -> int:
+  """The integer factor that makes the panels at least MIN_HEIGHT high and MIN_WIDTH wide."""
+  height = max(p.shape[0] for p in panels)
+  width = sum(p.shape[1] for p in panels) + gap * (len(panels) - 1)
+  return max(1, -(-MIN_HEIGHT // height), -(-MIN_WIDTH // width))
+
+
+def _scaled(panel: np.ndarray, scale: int) -> np.ndarray:
+  return np.repeat(np.repeat(panel, scale, axis=0), scale, axis=1)
 
 
 def _with_gaps(panels: Sequence[np.ndarray], gap: int = 4) -> list[np.ndarray]:
@@ -85,8 +113,8 @@ def _short(value: Any) -> str:
   return ' '.join(text.split())
 
 
-def render_episode(steps: Mapping[str, Any]) -> list[np.ndarray]:
-  """One annotated RGB frame per step of an episode's numpy steps."""
+def render_episode(steps: Mapping[str, Any], indices: Sequence[int] | None = None) -> list[np.ndarray]:
+  """One annotated RGB frame per chosen step (default: every step) of an episode's numpy steps."""
   observations = steps[fields.OBSERVATION]
   first = nested.row(observations, 0)
   paths = image_paths(first)
@@ -95,20 +123,25 @@ def render_episode(steps: Mapping[str, Any]) -> list[np.ndarray]:
                              'plot for vector observations', field=fields.OBSERVATION)
   flat = _leaves(observations)
   font = ImageFont.load_default()
+  scale = _scale([_panel(np.asarray(flat[path][0])) for path in paths])
   frames = []
-  for index in range(len(steps[fields.IS_FIRST])):
-    panels = [_panel(np.asarray(flat[path][index])) for path in paths]
+  for index in range(len(steps[fields.IS_FIRST])) if indices is None else indices:
+    panels = [_scaled(_panel(np.asarray(flat[path][index])), scale) for path in paths]
     height = max(p.shape[0] for p in panels)
     panels = [np.pad(p, ((0, height - p.shape[0]), (0, 0), (0, 0)), constant_values=255)
               for p in panels]
     image = np.concatenate(_with_gaps(panels), axis=1)
-    lines = ['  '.join(paths)] + caption(steps, index)
-    canvas = Image.new('RGB', (max(image.shape[1], 360), height + CAPTION_LINE * len(lines) + 6),
-                       'white')
-    canvas.paste(Image.fromarray(image), (0, 0))
+    lines = caption(steps, index)
+    canvas = Image.new('RGB', (image.shape[1], CAPTION_LINE + height +
+                               CAPTION_LINE * len(lines) + 6), 'white')
+    canvas.paste(Image.fromarray(image), (0, CAPTION_LINE))
     draw = ImageDraw.Draw(canvas)
+    left = 0
+    for path, panel in zip(paths, panels):  # Each image field's name above it.
+      draw.text((left + 2, 1), path, fill='black', font=font)
+      left += panel.shape[1] + 4
     for i, line in enumerate(lines):
-      draw.text((4, height + 3 + CAPTION_LINE * i), line, fill='black', font=font)
+      draw.text((4, CAPTION_LINE + height + 3 + CAPTION_LINE * i), line, fill='black', font=font)
     frames.append(np.asarray(canvas))
   return frames
 
@@ -128,10 +161,12 @@ def write_animation(frames: Sequence[np.ndarray], path: str, fps: float = 10.0) 
     columns = min(len(frames), 8)
     rows = -(-len(frames) // columns)
     h, w = frames[0].shape[:2]
-    sheet = np.full((rows * h, columns * w, 3), 255, np.uint8)
+    gap = SHEET_GAP  # A grey line between frames, so that one step's fields stay together.
+    sheet = np.full((rows * (h + gap) - gap, columns * (w + gap) - gap, 3), 128, np.uint8)
     for i, frame in enumerate(frames):
       r, c = divmod(i, columns)
-      sheet[r * h:r * h + frame.shape[0], c * w:c * w + frame.shape[1]] = frame
+      top, left = r * (h + gap), c * (w + gap)
+      sheet[top:top + frame.shape[0], left:left + frame.shape[1]] = frame
     Image.fromarray(sheet).save(path)
   else:
     raise errors.SchemaError('unknown output type; use .gif, .mp4 or .png', path=path)
