@@ -30,7 +30,7 @@ class GzipNpyRows:
     self._file: Optional[IO[bytes]] = None
     self._position = 0
     try:
-      self._file = files.gzip_stream(self.path)
+      self._file = files.gzip_stream(self.path, files.DEFLATE_ROWS)
       with errors.located(self.path):
         header = files.read_npy_header(self._file, field=field)
         if header.fortran_order or header.dtype.hasobject or not header.shape:

@@ -133,6 +133,7 @@ def resolve_datasets(dataset_refs: Sequence[DatasetRef], *,
       name = getattr(name, 'name', name)
     builder = datasets_lib.load_builder(source, data_dir=data_dir)
     names = [split] if split else sorted(builder.info.splits.keys())
+    datasets_lib.check_shards(builder, [n for n in names if n in builder.info.splits])
     splits = []
     for split_name in names:
       if split_name not in builder.info.splits:

@@ -162,11 +162,11 @@ def episode_lengths(builder: tfds.core.DatasetBuilder, split: str,
 
 
 def numpy_groups(dataset: tf.data.Dataset, files: Sequence[str], name: str) -> Iterator[Any]:
-  """The elements of `dataset` (reading `files`) as numpy; a corrupt file raises
+  """The elements of `dataset` (reading `files`) as numpy; a corrupt or missing file raises
   CorruptFileError naming it."""
   try:
     yield from tfds.as_numpy(dataset)
-  except tf.errors.DataLossError as e:
+  except datasets.SHARD_READ_ERRORS as e:
     raise datasets.corrupt_shard_error(files, e, name, buffer_size=READ_BUFFER_BYTES) from None
 
 

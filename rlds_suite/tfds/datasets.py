@@ -139,22 +139,48 @@ def read_episodes(source: Source, split: Optional[str] = None, data_dir: Optiona
     dataset = dataset.take(take)
   try:
     yield from numpy_episodes(dataset)
-  except tf.errors.DataLossError as e:
+  except SHARD_READ_ERRORS as e:
     splits = [split] if split else list(builder.info.splits.keys())
     files = [os.fspath(path) for name in splits for path in builder.info.splits[name].filepaths]
     raise corrupt_shard_error(files, e, builder.info.full_name) from None
 
 
+# What reading a prepared dataset's TFRecord shards raises when one is damaged or missing.
+SHARD_READ_ERRORS = (tf.errors.DataLossError, tf.errors.NotFoundError)
+
+
 def corrupt_shard_error(files: Iterable[str], error: tf.errors.OpError, name: str,
                         **read_options: Any) -> errors.CorruptFileError:
-  """The typed error for a DataLossError met reading `files` of dataset `name`: it names the
-  first file that does not read back (`read_options` as TFRecordDataset's)."""
+  """The typed error for a SHARD_READ_ERRORS error met reading `files` of dataset `name`: it
+  names the first file that is missing or does not read back (`read_options` as
+  TFRecordDataset's)."""
+  missing = _missing_shard_error(files, name)
+  if missing is not None:
+    return missing
   located = locate_corrupt_file(files, **read_options)
   if located is None:
     return errors.CorruptFileError(f'a TFRecord shard is corrupt: {_op_error_text(error)}',
                                    path=name)
   return errors.CorruptFileError(f'corrupt TFRecord shard of {name}: {located[1]}',
                                  path=located[0])
+
+
+def check_shards(builder: tfds.core.DatasetBuilder, splits: Iterable[str]) -> None:
+  """Raises the typed error naming the first missing shard file of `splits`, if any (before
+  anything reads them: TF's NotFoundError names no dataset)."""
+  files = [os.fspath(path) for name in splits for path in builder.info.splits[name].filepaths]
+  missing = _missing_shard_error(files, builder.info.full_name)
+  if missing is not None:
+    raise missing
+
+
+def _missing_shard_error(files: Iterable[str], name: str) -> Optional[errors.CorruptFileError]:
+  missing = [path for path in dict.fromkeys(files) if not tf.io.gfile.exists(path)]
+  if not missing:
+    return None
+  more = f' ({len(missing) - 1} more missing)' if len(missing) > 1 else ''
+  return errors.CorruptFileError(f'missing TFRecord shard of {name} (deleted or moved?){more}',
+                                 path=missing[0])
 
 
 def locate_corrupt_file(files: Iterable[str], compression_type: Optional[str] = None,
@@ -165,7 +191,7 @@ def locate_corrupt_file(files: Iterable[str], compression_type: Optional[str] = 
       tf.data.TFRecordDataset(path, compression_type=compression_type,
                               buffer_size=buffer_size).reduce(
                                   tf.constant(0, tf.int64), lambda count, _: count + 1)
-    except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+    except (*SHARD_READ_ERRORS, tf.errors.OutOfRangeError) as e:
       return path, _op_error_text(e)
   return None
 
