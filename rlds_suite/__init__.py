@@ -73,3 +73,7 @@ _post_import.when_imported('tensorflow_datasets', lambda _: register_builders())
 _post_import.when_imported(
     'envlogger.converters.codec',
     lambda _: _importlib.import_module('rlds_suite.compat.envlogger_compat').patch_envlogger_codec())
+# ... and its BackendWriter.__del__ not to close a writer whose constructor raised (same module).
+_post_import.when_imported(
+    'envlogger.backends.backend_writer',
+    lambda _: _importlib.import_module('rlds_suite.compat.envlogger_compat').patch_backend_writer_del())

@@ -4,6 +4,7 @@ dataset; and that provenance verifies after each."""
 
 import contextlib
 import errno
+import gc
 import io
 import os
 import re
@@ -384,3 +385,23 @@ def test_zero_episodes_is_refused_and_creates_nothing(tmp_path, capsys):
   with pytest.raises(errors.UsageError, match='nothing to record'):
     rlds_suite.record('gymnasium:CartPole-v1', episodes=0, data_dir=tmp_path / 'ds')
   assert not (tmp_path / 'ds').exists()
+
+
+def test_a_writer_whose_constructor_raised_is_not_closed_by_del(tmp_path, monkeypatch):
+  """Was 'Exception ignored in: <function BackendWriter.__del__>' (at exit, when the error's
+  traceback kept the half-built writer alive): close() failed on attributes never set."""
+  import envlogger  # pylint: disable=g-import-not-at-top
+  unraisable = []
+  monkeypatch.setattr(sys, 'unraisablehook', unraisable.append)
+  env = envs.make('gymnasium:CartPole-v1', seed=0)
+  for make in (lambda: envlogger.EnvLogger(env, data_directory=os.fspath(tmp_path),
+                                           max_episodes_per_shard=10),  # RLDSWriter's keyword.
+               lambda: rlds_suite.RLDSWriter(tmp_path / 'ds', env=env, max_episodes_per_file=10)):
+    try:
+      make()
+    except TypeError as e:
+      assert 'unexpected keyword argument' in str(e)
+    else:
+      raise AssertionError('the constructor accepted an unknown keyword')
+  gc.collect()
+  assert not unraisable, [u.exc_value for u in unraisable]
