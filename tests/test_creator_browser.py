@@ -9,9 +9,11 @@ directory), never into git.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
+import urllib.request
 import zipfile
 
 import numpy as np
@@ -29,7 +31,8 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
 from selenium.common import exceptions  # pylint: disable=g-import-not-at-top,wrong-import-position
 from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top,wrong-import-position
 from selenium.webdriver.common.keys import Keys  # pylint: disable=g-import-not-at-top,wrong-import-position
-from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top,wrong-import-position
+from selenium.webdriver.common.action_chains import ActionChains  # pylint: disable=g-import-not-at-top,wrong-import-position
+from selenium.webdriver.support.ui import Select, WebDriverWait  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _browser(profile: str, downloads: str):
@@ -55,15 +58,36 @@ def test_designer_player_replay_download_in_chromium(tmp_path):
     wait = WebDriverWait(driver, 60, ignored_exceptions=(exceptions.StaleElementReferenceException,
                                                          exceptions.NoSuchElementException))
     try:
-      # Designer: log in with the printed link, create and start a study.
+      # Designer: log in with the printed link, pick the environment from what envs.make offers
+      # (family, id, options as fields), check it (a preview frame), create and start the study.
       driver.get(f'{server.url}/#designer={h.TOKEN}')
       form = wait.until(lambda d: d.find_element(By.ID, 'study-form'))
       form.find_element(By.NAME, 'name').send_keys('browser study')
       form.find_element(By.NAME, 'instructions').send_keys('Balance the pole.')
-      environments = form.find_element(By.NAME, 'environments')
-      environments.clear()
-      environments.send_keys('[{"spec": "gymnasium:CartPole-v1", "options": {"seed": 1, '
-                             '"max_episode_steps": 8}, "instructions": "LEFT/RIGHT push."}]')
+      row = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, '#env-rows .env-row'))
+      Select(row.find_element(By.CLASS_NAME, 'family')).select_by_value('gymnasium')
+      Select(row.find_element(By.CLASS_NAME, 'name')).select_by_value('CartPole-v1')
+      row.find_element(By.CSS_SELECTOR, 'input[name=seed]').send_keys('1')
+      row.find_element(By.CSS_SELECTOR, 'input[name=max_episode_steps]').send_keys('8')
+      row.find_element(By.CLASS_NAME, 'env-instructions').send_keys('LEFT/RIGHT push.')
+      row.find_element(By.CLASS_NAME, 'check').click()
+      wait.until(lambda d: row.find_element(By.CLASS_NAME, 'preview').is_displayed())
+      assert 'left: action 0' in row.find_element(By.CLASS_NAME, 'check-result').text
+      driver.save_screenshot(os.path.join(shots, 'creator_new_study.png'))
+      # The JSON stays available as the advanced view; a misspelt id is refused on save, in words.
+      driver.find_element(By.ID, 'advanced-toggle').click()
+      raw = driver.find_element(By.ID, 'env-json')
+      environments = json.loads(raw.get_attribute('value'))
+      assert environments == [{'spec': 'gymnasium:CartPole-v1', 'instructions': 'LEFT/RIGHT push.',
+                               'options': {'seed': 1, 'max_episode_steps': 8}}]
+      raw.clear()
+      raw.send_keys(json.dumps([{**environments[0], 'spec': 'gymnasium:CartPol-v1'}]))
+      driver.find_element(By.ID, 'study-save').click()
+      error = wait.until(lambda d: d.find_element(By.ID, 'study-error').is_displayed() and
+                         d.find_element(By.ID, 'study-error'))
+      assert 'CartPol-v1' in error.text and 'Error' not in error.text
+      raw.clear()
+      raw.send_keys(json.dumps(environments))
       driver.find_element(By.ID, 'study-save').click()
       wait.until(lambda d: 'browser study' in d.find_element(By.ID, 'studies').text)
       driver.find_element(By.XPATH, "//table[@id='studies']//button[text()='start']").click()
@@ -81,6 +105,10 @@ def test_designer_player_replay_download_in_chromium(tmp_path):
       assert 'Balance the pole.' in driver.find_element(By.ID, 'study-instructions').text
       driver.find_element(By.ID, 'play-button').click()
       wait.until(lambda d: 'One step per key press' in d.find_element(By.ID, 'keymap').text)
+      # The episode waits, paused, for the first key.
+      wait.until(lambda d: d.find_element(By.ID, 'overlay').text == 'Press any key to start')
+      for empty in driver.find_elements(By.CSS_SELECTOR, '.instructions'):
+        assert not empty.is_displayed() or empty.text.strip()  # No empty instruction bars.
       body = driver.find_element(By.TAG_NAME, 'body')
       presses = [Keys.ARROW_LEFT, Keys.ARROW_RIGHT, 'd', 'a', Keys.ARROW_RIGHT, Keys.ARROW_LEFT,
                  'd', 'd']
@@ -93,9 +121,20 @@ def test_designer_player_replay_download_in_chromium(tmp_path):
         if driver.find_element(By.ID, 'verdict').is_displayed():
           break
       wait.until(lambda d: d.find_element(By.ID, 'verdict').is_displayed())
+      assert not driver.find_element(By.ID, 'overlay').is_displayed()
+      verdict_text = driver.find_element(By.ID, 'verdict-text').text
+      assert 'the game ended' in verdict_text or 'time ran out' in verdict_text, verdict_text
+      assert 'terminated' not in verdict_text and 'truncated' not in verdict_text
       driver.save_screenshot(os.path.join(shots, 'creator_player.png'))
       driver.find_element(By.ID, 'accept').click()
+      confirmation = wait.until(lambda d: d.find_element(By.ID, 'confirmation').is_displayed() and
+                                d.find_element(By.ID, 'confirmation'))
+      assert 'Kept' in confirmation.text and 'Next episode (ENTER)' in confirmation.text
       wait.until(lambda d: 'COMPLETED' in d.find_element(By.ID, 'my-episodes').text)
+      driver.save_screenshot(os.path.join(shots, 'creator_player_kept.png'))
+      body.send_keys(Keys.ENTER)  # The next episode, waiting for its first key.
+      wait.until(lambda d: not d.find_element(By.ID, 'confirmation').is_displayed() and
+                 d.find_element(By.ID, 'step').text == '0')
 
       # Replay: step through with the keyboard, tag a step.
       driver.find_element(By.CSS_SELECTOR, '#my-episodes a').click()
@@ -121,13 +160,26 @@ def test_designer_player_replay_download_in_chromium(tmp_path):
       time.sleep(0.3)
       driver.save_screenshot(os.path.join(shots, 'creator_replay.png'))
 
-      # Designer: download the study's completed episodes as a zip.
+      driver.find_element(By.ID, 'notes').send_keys('steady hands')
+      driver.find_element(By.ID, 'save-notes').click()
+      time.sleep(0.5)
+
+      # Designer: the episodes panel names the player and shows the notes; download the study's
+      # completed episodes as a zip.
       driver.get(f'{server.url}/')
       wait.until(lambda d: 'browser study' in d.find_element(By.ID, 'studies').text)
       driver.find_element(By.XPATH, "//table[@id='studies']//button[text()='episodes']").click()
       wait.until(lambda d: 'COMPLETED' in d.find_element(By.ID, 'episodes').text)
+      episodes_text = driver.find_element(By.ID, 'episodes').text
+      assert 'ada' in episodes_text and 'steady hands' in episodes_text, episodes_text
       driver.find_element(By.ID, 'download').click()
       wait.until(lambda d: any(f.endswith('.zip') for f in os.listdir(downloads)))
+      # A stopped study offers no Play.
+      driver.find_element(By.XPATH, "//table[@id='studies']//button[text()='stop']").click()
+      wait.until(lambda d: 'stopped' in d.find_element(By.ID, 'studies').text)
+      driver.get(link)
+      wait.until(lambda d: d.find_element(By.ID, 'not-running').is_displayed())
+      assert not driver.find_element(By.ID, 'play-button').is_displayed()
     finally:
       driver.quit()
 

@@ -272,8 +272,8 @@ async def _checked_study(request: web.Request, current: Optional[dict[str, Any]]
       try:
         await _off(_try_environment, env['spec'], env.get('options') or {}, env.get('keymap'))
       except (errors.RLDSSuiteError, ValueError, TypeError) as e:
-        raise errors.SchemaError(f'environment {index + 1} ({env["spec"]}): {answer(e)[1]}',
-                                 field='environments') from e
+        problem = e.problem if isinstance(e, errors.RLDSSuiteError) else answer(e)[1]
+        raise errors.SchemaError(f'environment {index + 1}: {problem}') from e
   return data
 
 

@@ -618,8 +618,10 @@ def _moved(axes: Optional[list[float]]) -> bool:
 
 
 def _words(error: BaseException) -> str:
-  """An exception as a sentence, without its class name."""
-  return str(error).strip() or type(error).__name__
+  """An exception as a sentence, without its class name (nor the field ours repeat)."""
+  if isinstance(error, errors.RLDSSuiteError):
+    return error.problem
+  return str(error).strip() or 'failed without saying why'
 
 
 def _remove(path: str) -> None:
