@@ -34,8 +34,17 @@ def open_file(path: errors.PathLike) -> Iterator[h5py.File]:
   except OSError as e:
     raise errors.CorruptFileError(f'not a readable HDF5 file (truncated or damaged?): {e}',
                                   path=path) from e
-  with h5file, errors.located(path):
-    yield h5file
+  try:
+    with h5file, errors.located(path):
+      yield h5file
+  except errors.RLDSSuiteError:
+    raise
+  except _DAMAGE_ERRORS as e:
+    raise errors.CorruptFileError(f'damaged HDF5 file: {type(e).__name__}: {e}', path=path) from e
+
+
+# What h5py raises on damaged metadata (object headers, B-trees, names, attributes), besides OSError.
+_DAMAGE_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError, UnicodeDecodeError)
 
 
 def dataset_names(group: h5py.Group) -> list[str]:
