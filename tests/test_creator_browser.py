@@ -200,3 +200,83 @@ def test_designer_player_replay_download_in_chromium(tmp_path):
   assert len(steps['is_first']) == n + 1 and steps['is_last'][-1]
   assert datasets.validate(directory).ok
   shutil.rmtree(out)
+
+
+_FAKE_GAMEPAD = """
+window.pad = {id: 'scripted pad', index: 0, connected: true, mapping: 'standard',
+              buttons: Array.from({length: 17}, () => ({pressed: false, value: 0})), axes: [0, 0, 0, 0]};
+Object.defineProperty(navigator, 'getGamepads', {value: () => [window.pad], configurable: true});
+"""
+
+
+def _api(server, path):
+  request = urllib.request.Request(server.url + path, headers=h.designer())
+  with urllib.request.urlopen(request) as response:
+    return json.loads(response.read())
+
+
+def test_gamepad_and_held_keys_in_chromium(tmp_path):
+  """A scripted navigator.getGamepads stand-in: its d-pad buttons step CartPole (discrete), its
+  left stick sets Pendulum's continuous torque; a held arrow key ramps the torque. The recorded
+  actions say so."""
+  with h.ServerThread(str(tmp_path / 'data')) as server:
+    request = urllib.request.Request(server.url + '/api/studies', method='POST', headers={
+        **h.designer(), 'Content-Type': 'application/json'}, data=json.dumps({
+            'name': 'pads', 'active': True, 'record_frames': False, 'environments': [
+                {'spec': 'gymnasium:CartPole-v1', 'options': {'seed': 0}},
+                {'spec': 'gymnasium:Pendulum-v1', 'options': {'max_episode_steps': 500}}]}).encode())
+    with urllib.request.urlopen(request) as response:
+      study = json.loads(response.read())
+    cartpole, pendulum = (e['id'] for e in study['environments'])
+    driver = _browser(str(tmp_path / 'profile'), str(tmp_path))
+    wait = WebDriverWait(driver, 60, ignored_exceptions=(exceptions.StaleElementReferenceException,
+                                                         exceptions.NoSuchElementException))
+    step = lambda d: int(d.find_element(By.ID, 'step').text)  # pylint: disable=unnecessary-lambda-assignment
+
+    def play(environment_id):
+      driver.get(f'{server.url}/play/{study["id"]}')
+      wait.until(lambda d: d.find_element(By.ID, 'play-button').is_displayed())
+      driver.execute_script(_FAKE_GAMEPAD)
+      Select(driver.find_element(By.ID, 'env-select')).select_by_value(str(environment_id))
+      driver.find_element(By.ID, 'play-button').click()
+      wait.until(lambda d: 'scripted pad' in d.find_element(By.ID, 'gamepad-status').text)
+      wait.until(lambda d: d.find_element(By.ID, 'overlay').text == 'Press any key to start')
+
+    def cancelled_steps():
+      driver.find_element(By.ID, 'cancel-button').click()
+      wait.until(lambda d: 'Stopped' in d.find_element(By.ID, 'confirmation').text)
+      rows = _api(server, f'/api/episodes?study={study["id"]}&state=CANCELLED')
+      return _api(server, f'/api/episodes/{rows[-1]["id"]}/steps')
+
+    try:
+      driver.get(f'{server.url}/#designer={h.TOKEN}')
+      wait.until(lambda d: d.find_element(By.ID, 'designer').is_displayed())
+      play(cartpole)
+      for button in (15, 14, 15):  # d-pad right, left, right: one step per press.
+        before = step(driver)
+        driver.execute_script(f'window.pad.buttons[{button}].pressed = true;')
+        wait.until(lambda d, b=before: step(d) == b + 1)
+        driver.execute_script(f'window.pad.buttons[{button}].pressed = false;')
+        time.sleep(0.2)
+      recorded = cancelled_steps()
+      assert recorded['action'][:3] == [1, 0, 1] and recorded['keys'][:3] == ['right', 'left', 'right']
+
+      play(pendulum)
+      driver.execute_script('window.pad.axes[0] = 0.5;')  # Half right: half the torque bound.
+      wait.until(lambda d: step(d) >= 5)
+      driver.execute_script('window.pad.axes[0] = 0;')
+      time.sleep(0.3)
+      ActionChains(driver).key_down(Keys.ARROW_RIGHT).perform()
+      time.sleep(1.2)
+      ActionChains(driver).key_up(Keys.ARROW_RIGHT).perform()
+      time.sleep(0.3)
+      recorded = cancelled_steps()
+    finally:
+      driver.quit()
+  actions = [a[0] for a in recorded['action']]
+  keys = recorded['keys']
+  stick = [a for a, k in zip(actions, keys) if k == 'stick']
+  assert len(stick) >= 4 and all(abs(a - 1.0) < 1e-6 for a in stick), list(zip(actions, keys))
+  ramp = [a for a, k in zip(actions, keys) if k == 'right']
+  assert len(ramp) >= 8, list(zip(actions, keys))
+  assert ramp[0] < 0.5 and ramp == sorted(ramp) and abs(ramp[-1] - 2.0) < 1e-6, ramp

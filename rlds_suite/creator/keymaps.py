@@ -51,7 +51,7 @@ DEFAULT_RAMP_SECONDS = 0.5
 STICK = 'stick'  # Recorded among the keys when a gamepad stick moved a continuous axis.
 # Standard-layout gamepad buttons -> keys.
 DEFAULT_GAMEPAD = {0: 'space', 1: '1', 2: '2', 3: '3', 12: 'up', 13: 'down', 14: 'left', 15: 'right'}
-_STICK_DEADZONE = 0.15
+STICK_DEADZONE = 0.15  # Stick values closer to 0 count as 0.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Controls:
       stick = (sticks[axis.gamepad_axis] if sticks is not None and
                axis.gamepad_axis < len(sticks) else 0.0)
       direction = (axis.positive in keys) - (axis.negative in keys)
-      if abs(stick) > _STICK_DEADZONE:
+      if abs(stick) > STICK_DEADZONE:
         # The standard layout's y axes point down; up on the stick is up on the axis.
         self._values[i] = -stick if axis.gamepad_axis % 2 else stick
         used.add(STICK)

@@ -614,7 +614,7 @@ def _ending(timestep: dm_env.TimeStep) -> str:
 
 
 def _moved(axes: Optional[list[float]]) -> bool:
-  return bool(axes) and max(abs(a) for a in axes) > 0.5
+  return bool(axes) and max(abs(a) for a in axes) > keymaps.STICK_DEADZONE
 
 
 def _words(error: BaseException) -> str:

@@ -4,6 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const STATES = ['COMPLETED', 'REJECTED', 'CANCELLED', 'ABANDONED'];
+const STICK_DEADZONE = 0.15;  // As keymaps.STICK_DEADZONE on the server.
 const KEYS = {ArrowUp: 'up', ArrowDown: 'down', ArrowLeft: 'left', ArrowRight: 'right',
               w: 'up', s: 'down', a: 'left', d: 'right', W: 'up', S: 'down', A: 'left', D: 'right',
               ' ': 'space'};
@@ -503,7 +504,7 @@ function pollGamepad() {
   play.pad = {keys, axes};
   if (!changed) return;
   if (play.keymap.synchronous) { for (const key of fresh) press(key); return; }
-  if (fresh.length || (axes && axes.some((a) => Math.abs(a) > 0.5))) started();
+  if (fresh.length || (axes && axes.some((a) => Math.abs(a) > STICK_DEADZONE))) started();
   send({type: 'keys', keys: held(), axes});
 }
 
