@@ -1,9 +1,11 @@
 """The command lines: `rlds-suite build/validate/demo` and the standard `tfds build` on our folders."""
 
+import io
 import json
 import os
 import pathlib
 import subprocess
+import sys
 
 import numpy as np
 
@@ -95,3 +97,45 @@ def test_demo(capsys):
   assert '== imitation_rollouts/cartpole/1.0.0: valid' in out
   assert 'episodes 57, steps 27021' in out
   assert out.count(': valid') == len(demo.SAMPLES) == 4
+
+
+def test_build_reports_actions_outside_the_declared_space(tmp_path, capsys):
+  """imitation's CartPole declares Discrete(2) actions: a 7 and a -1 in its file are errors."""
+  source = REPO / 'rlds_suite' / 'sample_data' / 'imitation' / 'cartpole_0_rollouts_final.npz'
+  with np.load(source, allow_pickle=True) as native:  # Our own sample: its infos are pickled.
+    arrays = {key: native[key] for key in native.files}
+  arrays['acts'] = arrays['acts'].copy()
+  arrays['acts'][[3, 10]] = [7, -1]
+  manual = tmp_path / 'manual'
+  manual.mkdir()
+  np.savez(manual / source.name, **arrays)
+  assert cli.main(['build', 'imitation_rollouts/cartpole', '--manual_dir', str(manual),
+                   '--data_dir', str(tmp_path / 'data')]) == 1
+  out = capsys.readouterr().out
+  assert ('error: action: outside the declared Discrete(2) space: 1 in 1 episode(s), first at '
+          'episode 0, step 3 (2 step(s), e.g. 7)') in out
+
+
+class _Terminal(io.StringIO):
+  """A standard error that says it is a terminal (where tqdm shows its bars)."""
+
+  def isatty(self) -> bool:
+    return True
+
+
+def test_progress_with_totals_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+  assert cli.main(['build', 'magical_demos/move_to_corner', '--manual_dir', str(DUMMY),
+                   '--data_dir', str(tmp_path)]) == 0
+  directory = _last_json(capsys.readouterr().out)['data_dir']
+  commands = {'validate': ['validate', directory], 'stats': ['stats', directory],
+              'export npz': ['export', directory, str(tmp_path / 'x.npz'), '--to', 'npz']}
+  for label, argv in commands.items():
+    assert cli.main(argv) == 0
+    assert label not in capsys.readouterr().err  # Not a terminal: no bar.
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, 'stderr', terminal)
+    (tmp_path / 'x.npz').unlink(missing_ok=True)
+    assert cli.main(argv) == 0
+    monkeypatch.undo()
+    bar = terminal.getvalue().replace('\r', '\n').strip().splitlines()[-1]
+    assert bar.startswith(f'{label}: 100%') and '2/2 [' in bar and '6 steps' in bar, bar

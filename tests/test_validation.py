@@ -5,6 +5,7 @@ import pytest
 
 from rlds_suite.core import errors
 from rlds_suite.core import fields
+from rlds_suite.core import spaces
 from rlds_suite.core import validation
 
 
@@ -118,3 +119,49 @@ def test_violations_are_grouped_by_kind_with_counts_and_first_locations():
   with pytest.raises(errors.ValidationError,
                      match=r'16 violation\(s\):\n  error: is_last: .*: 7 in 7'):
     report.raise_if_invalid()
+
+
+def test_values_outside_declared_spaces():
+  declared = spaces.from_metadata(spaces.as_metadata(
+      action=spaces.Discrete(2), observation=spaces.Box(-1.0, [1.0, 2.0])))
+  outside_discrete = _steps(4, **{fields.ACTION: np.array([0, 7, -1, 9])})  # 9: the placeholder.
+  nan_action = _steps(3, **{fields.ACTION: np.array([0.0, np.nan, 0.0])})
+  inf_observation = _steps(3, **{fields.OBSERVATION: np.array([[0, 0], [0, np.inf], [0, 0]],
+                                                              np.float32)})
+  outside_box = _steps(4, **{fields.OBSERVATION: np.array([[0, 1.5], [1.5, 0], [0, 0], [0, 3]],
+                                                          np.float32)})
+  report = validation.validate_episodes(
+      [_steps(), outside_discrete, _steps(), inf_observation, outside_box], declared=declared)
+  errors_found = {(v.episode, v.step, v.field, v.kind) for v in report.violations}
+  assert errors_found == {
+      (1, 1, fields.ACTION, 'outside the declared Discrete(2) space'),
+      (3, 1, fields.OBSERVATION, 'non-finite value (NaN or infinite)'),
+  }
+  (nan,) = validation.validate_episodes([nan_action]).violations
+  assert (nan.step, nan.field, nan.kind) == (1, fields.ACTION, 'non-finite value (NaN or infinite)')
+  assert [v.detail for v in report.violations if v.episode == 1] == ['2 step(s), e.g. 7']
+  (warning,) = report.warnings  # Continuous values out of bounds: counted, not fatal.
+  assert (warning.episode, warning.step, warning.field, warning.kind, warning.detail) == (
+      4, 1, fields.OBSERVATION, 'outside the declared Box bounds', '2 step(s), e.g. [1.5 0. ]')
+  assert ('warning: observation: outside the declared Box bounds: 1 in 1 episode(s), first at '
+          'episode 4, step 1 (2 step(s), e.g. [1.5 0. ])') in [str(g) for g in report.groups()]
+
+
+def test_nan_and_infinite_values_are_errors_without_declared_spaces():
+  nested_nan = _steps(3, **{fields.OBSERVATION: {'pos': np.array([[0.0], [np.nan], [0.0]]),
+                                                 'frame': np.zeros((3, 2, 2), np.uint8)}})
+  report = validation.validate_episodes([nested_nan])
+  assert [(v.episode, v.step, v.field) for v in report.violations] == [
+      (0, 1, 'observation/pos')]
+
+
+def test_nested_declared_spaces_round_trip():
+  metadata = spaces.as_metadata(observation={'pos': spaces.Box([-1, -2], [1, 2])},
+                                action=spaces.Discrete(3, start=-1))
+  assert spaces.from_metadata(metadata) == {
+      'observation': {'pos': spaces.Box([-1.0, -2.0], [1.0, 2.0])},
+      'action': spaces.Discrete(3, start=-1)}
+  assert spaces.from_metadata(None) == {} and spaces.from_metadata({'game': 'Pong'}) == {}
+  report = validation.validate_episodes(
+      [_steps(4, **{fields.ACTION: np.array([-1, 1, 2, 0])})], declared=spaces.from_metadata(metadata))
+  assert [v.kind for v in report.violations] == ['outside the declared Discrete(3, start=-1) space']

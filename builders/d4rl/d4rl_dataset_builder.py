@@ -12,6 +12,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.tfds import builder_base
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import spaces
 from rlds_suite.tfds import features
 from rlds_suite.readers import d4rl
 
@@ -80,6 +81,8 @@ class Builder(builder_base.RLDSBuilder):
             episode_metadata=_features(layout.metadata),
             observation_is_copy=d4rl.WITHOUT_NEXT_OBSERVATIONS.marks_copies),
         supervised_keys=None,
+        # Every gym-mujoco task's actuators take [-1, 1] (its action_space).
+        metadata=tfds.core.MetadataDict(spaces.as_metadata(action=spaces.Box(-1.0, 1.0))),
         homepage='https://github.com/Farama-Foundation/D4RL',
     )
 

@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import tensorflow_datasets as tfds
 
+from rlds_suite.core import spaces
 from rlds_suite.tfds import builder_base
 from rlds_suite.tfds import features
 from rlds_suite.readers import imitation
@@ -62,6 +63,8 @@ class Builder(builder_base.RLDSBuilder):
                     np.bool_, doc='False for Trajectory (not TrajectoryWithRew) files.'),
             }),
         supervised_keys=None,
+        metadata=tfds.core.MetadataDict(spaces.as_metadata(action=layout.action_space)
+                                        if layout.action_space else {}),
         homepage='https://github.com/HumanCompatibleAI/imitation/blob/'
         'e5ef18806c449ca47153b494a02471c5e2ae3a14/tests/testdata/expert_models/cartpole_0/'
         'rollouts/final.npz',

@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 
 from rlds_suite import scores
 from rlds_suite.core import episodes
+from rlds_suite.core import errors
 from rlds_suite.readers import minari
 from rlds_suite.tfds import builder_base
 from rlds_suite.tfds import features
@@ -127,5 +128,7 @@ class Builder(builder_base.RLDSBuilder):
 def _examples(episode_id: Optional[int], metadata: minari.Metadata):
   """(key, example) of episode `episode_id`, or of every episode when it is None."""
   for trajectory in minari.trajectories(metadata, None if episode_id is None else [episode_id]):
-    yield int(trajectory.metadata['episode_id']), episodes.to_episode(trajectory).as_example()
+    found_id = int(trajectory.metadata['episode_id'])
+    with errors.located(minari.episode_file(metadata, found_id)):  # e.g. a NaN reward.
+      yield found_id, episodes.to_episode(trajectory).as_example()
 

@@ -135,3 +135,15 @@ def test_beam_build_equals_single_process_build(tmp_path):
       np.testing.assert_array_equal(a[fields.STEPS][fields.OBSERVATION][key],
                                     b[fields.STEPS][fields.OBSERVATION][key])
 
+
+
+def test_nan_reward_names_the_file(tmp_path):
+  import h5py  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  root = tmp_path / 'root'
+  shutil.copytree(DUMMY_DATA, root)
+  path = root / 'cartpole' / 'random-hdf5-v0' / 'data' / 'main_data.hdf5'
+  with h5py.File(path, 'a') as f:
+    f['episode_1/rewards'][2] = np.nan
+  with pytest.raises(errors.InvalidValueError, match=r'non-finite values at steps \[2\]') as e:
+    _build('cartpole/random-hdf5-v0', root, tmp_path / 'out')
+  assert e.value.path == str(path)

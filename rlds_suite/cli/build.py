@@ -23,4 +23,5 @@ def run(args) -> int:
                            download=args.download)
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
   builder = datasets.build(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir)
-  return validate.print_report(datasets.validate(builder), data_dir=str(builder.data_dir))
+  return validate.print_report(datasets.validate(builder, progress_bar=True),
+                               data_dir=str(builder.data_dir))

@@ -20,12 +20,15 @@ def register(subparsers) -> None:
 def run(args) -> int:
   # pylint: disable=g-import-not-at-top
   import numpy as np
+  from rlds_suite.core import progress
   from rlds_suite.inspection import statistics
   from rlds_suite.tfds import datasets
   from rlds_suite import scores
   # pylint: enable=g-import-not-at-top
   builder = datasets.load_builder(args.source, args.data_dir)
-  stats = statistics.compute(datasets.read_episodes(builder, split=args.split))
+  stats = statistics.compute(progress.episodes(
+      datasets.read_episodes(builder, split=args.split),
+      progress.split_total(builder.info.splits, args.split), 'stats'))
   reference = scores.directory_reference(str(builder.data_dir))
   normalized = reference.normalize(stats.returns).tolist() if reference and stats.returns else None
   if args.json:

@@ -17,7 +17,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
-  return print_report(datasets.validate(args.source, split=args.split, data_dir=args.data_dir))
+  return print_report(datasets.validate(args.source, split=args.split, data_dir=args.data_dir,
+                                       progress_bar=True))
 
 
 def print_report(report, **extra: Any) -> int:

@@ -14,6 +14,7 @@ import numpy as np
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.core import nested
+from rlds_suite.core import spaces
 from rlds_suite.core.episodes import Episode
 
 MAX_REPORTED_PER_EPISODE = 20
@@ -126,20 +127,22 @@ class ValidationReport:
     }
 
 
-def validate_episodes(episodes: Iterable[Episode | Mapping[str, Any]],
-                      name: str = '') -> ValidationReport:
-  """Checks every episode; returns a report listing each violation with episode and step index."""
+def validate_episodes(episodes: Iterable[Episode | Mapping[str, Any]], name: str = '',
+                      declared: Optional[Mapping[str, spaces.Space]] = None) -> ValidationReport:
+  """Checks every episode; returns a report listing each violation with episode and step index.
+  `declared`: the action/observation spaces the dataset declares (spaces.from_metadata)."""
   report = ValidationReport(name=name)
   for index, episode in enumerate(episodes):
     steps = episode.steps if isinstance(episode, Episode) else episode[fields.STEPS]
-    found = _check_episode(index, steps, report)
+    found = _check_episode(index, steps, report, declared or {})
     report.violations.extend(v for v in found if not v.warning)
     report.warnings.extend(v for v in found if v.warning)
     report.num_episodes += 1
   return report
 
 
-def _check_episode(index: int, steps: Mapping[str, Any], report: ValidationReport) -> list:
+def _check_episode(index: int, steps: Mapping[str, Any], report: ValidationReport,
+                   declared: Mapping[str, spaces.Space]) -> list:
   found: list[Violation] = []
 
   def add(step: Optional[int], field: str, kind: str, detail: str = '',
@@ -194,6 +197,7 @@ def _check_episode(index: int, steps: Mapping[str, Any], report: ValidationRepor
     else:
       add(None, fields.REWARD, 'reward has a non-numeric dtype', str(leaf.dtype))
   report.returns.append(float(sum(np.sum(leaf, dtype=np.float64) for leaf in nested.leaves(rewards))))
+  _check_values(steps, declared, is_last, add)
 
   spec = {key: nested.spec_of(value) for key, value in steps.items()}
   if report.step_spec is None:
@@ -204,6 +208,27 @@ def _check_episode(index: int, steps: Mapping[str, Any], report: ValidationRepor
         add(None, key, 'spec differs from the first episode\'s',
             f'{spec.get(key)} vs {report.step_spec.get(key)}')
   return found
+
+
+def _check_values(steps: Mapping[str, Any], declared: Mapping[str, spaces.Space],
+                  is_last: np.ndarray, add) -> None:
+  """Actions (but the placeholder of the is_last step) and observations: non-finite floats and
+  values outside the declared spaces, one finding per field and kind with the steps counted."""
+  every_step = np.ones(len(is_last), dtype=bool)
+  for field, rows in ((fields.ACTION, ~is_last), (fields.OBSERVATION, every_step)):
+    for finding in spaces.check(field, steps[field], declared.get(field), rows):
+      first = int(finding.rows[0])
+      value = np.asarray(_leaf_at(nested.row(steps[field], first), finding.field))
+      add(first, finding.field, finding.kind,
+          f'{len(finding.rows)} step(s), e.g. {np.array2string(value, threshold=8)}',
+          warning=finding.warning)
+
+
+def _leaf_at(value: Any, path: str) -> Any:
+  """The leaf of a nested row at 'field/key/...' (the field itself is the row)."""
+  for key in path.split('/')[1:]:
+    value = value[key]
+  return value
 
 
 def _check_discounts(discount: Any, is_last: np.ndarray, is_terminal: np.ndarray, add) -> None:

@@ -17,6 +17,7 @@ import os
 from typing import Any, Optional
 
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 
 # Target format -> module of rlds_suite.exports whose `export(episodes, out, **options)` writes it.
 FORMATS = {
@@ -54,5 +55,7 @@ def export(source: Any, to: str, out: errors.PathLike, *, split: Optional[str] =
   check_output_name(to, out)
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
   module = importlib.import_module(f'rlds_suite.exports.{FORMATS[to]}')
-  episodes = datasets.numpy_episodes(datasets.episodes(source, split=split, data_dir=data_dir))
+  builder = datasets.load_builder(source, data_dir)
+  episodes = progress.episodes(datasets.numpy_episodes(datasets.episodes(builder, split=split)),
+                               progress.split_total(builder.info.splits, split), f'export {to}')
   return module.export(episodes, out, **options)

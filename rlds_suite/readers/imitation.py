@@ -31,6 +31,7 @@ import numpy as np
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
 from rlds_suite.core import safe_pickle
+from rlds_suite.core import spaces
 from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, Episode, FinalObservation, Trajectory
 from rlds_suite.readers import files
 
@@ -57,6 +58,7 @@ class Layout:
   time_limit: Optional[int] = None
   # Info keys kept as step metadata: {key: (shape, dtype)}.
   info_keys: Mapping[str, tuple[tuple[int, ...], Any]] = dataclasses.field(default_factory=dict)
+  action_space: Optional[spaces.Space] = None  # The environment's, as gymnasium declares it.
 
   @property
   def policy(self) -> BoundaryPolicy:
@@ -73,10 +75,10 @@ class Layout:
 LAYOUTS = {
     'cartpole': Layout(env_id='CartPole-v1', file_prefix='cartpole', observation_shape=(4,),
                        observation_dtype=np.float64, action_shape=(), action_dtype=np.int64,
-                       time_limit=500),
+                       time_limit=500, action_space=spaces.Discrete(2)),
     'pendulum': Layout(env_id='Pendulum-v1', file_prefix='pendulum', observation_shape=(3,),
                        observation_dtype=np.float64, action_shape=(1,), action_dtype=np.float32,
-                       time_limit=200),
+                       time_limit=200, action_space=spaces.Box(-2.0, 2.0)),
 }
 
 

@@ -283,10 +283,11 @@ def read_trajectories(data_path: errors.PathLike,
 def trajectories(metadata: Metadata, ids: Optional[Sequence[int]] = None) -> Iterator[Trajectory]:
   """The episodes `ids` (default: all, in id order) of the dataset `metadata` describes."""
   for episode in read_episodes(metadata, ids):
-    yield trajectory(episode, metadata, _episode_file(metadata, episode.id))
+    yield trajectory(episode, metadata, episode_file(metadata, episode.id))
 
 
-def _episode_file(metadata: Metadata, episode_id: int) -> pathlib.Path:
+def episode_file(metadata: Metadata, episode_id: int) -> pathlib.Path:
+  """The file holding episode `episode_id` (what its errors name)."""
   if metadata.data_format == 'hdf5':
     return metadata.path / HDF5_FILE
   return metadata.path / str(episode_id) / ARROW_FILE

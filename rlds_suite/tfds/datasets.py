@@ -12,6 +12,8 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.core import nested
+from rlds_suite.core import progress
+from rlds_suite.core import spaces
 from rlds_suite.core import validation
 from rlds_suite.core.episodes import Episode
 from rlds_suite.tfds import beam
@@ -118,14 +120,20 @@ def numpy_episodes(dataset: tf.data.Dataset) -> Iterator[dict[str, Any]]:
 
 
 def validate(source: Union[Source, tf.data.Dataset, Iterable[Episode | Mapping[str, Any]]],
-             split: Optional[str] = None, data_dir: Optional[str] = None) -> validation.ValidationReport:
-  """Validates episodes given as a name, a directory, a builder, a tf.data.Dataset or numpy episodes."""
+             split: Optional[str] = None, data_dir: Optional[str] = None,
+             progress_bar: bool = False) -> validation.ValidationReport:
+  """Validates episodes given as a name, a directory, a builder, a tf.data.Dataset or numpy
+  episodes; `progress_bar` counts a dataset's episodes out of their total on a terminal."""
   if isinstance(source, tf.data.Dataset):
     return validation.validate_episodes(numpy_episodes(source))
   if isinstance(source, (str, os.PathLike, tfds.core.DatasetBuilder)):
     builder = load_builder(source, data_dir)
     name = builder.info.full_name
-    return validation.validate_episodes(read_episodes(builder, split), name=name)
+    found = read_episodes(builder, split)
+    if progress_bar:
+      found = progress.episodes(found, progress.split_total(builder.info.splits, split), 'validate')
+    return validation.validate_episodes(found, name=name,
+                                        declared=spaces.from_metadata(builder.info.metadata))
   return validation.validate_episodes(source)
 
 
