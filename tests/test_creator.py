@@ -487,3 +487,36 @@ def session_client(session, url):
     async def post(self, path, **kwargs):
       return await session.post(url + path, **kwargs)
   return Client()
+
+
+def test_reconnecting_player_gets_the_same_episode(tmp_path):
+  """A dropped connection parks the session: the same player connecting again continues the same
+  episode (its steps before and after in one recorded episode), starting on their next key."""
+  async def body():
+    async with h.running(str(tmp_path)) as client:
+      study = await h.make_study(client)
+      env_id = study['environments'][0]['id']
+      _, token = await h.enroll(client, study)
+      p = await h.Player.connect(client, study['id'], token)
+      await p.start(env_id)
+      before = [(await p.step(k))['action'] for k in (LEFT, RIGHT)]
+      await p.ws.close()
+      await asyncio.sleep(0.2)
+      q = await h.Player.connect(client, study['id'], token)
+      await q.ws.send_json({'type': 'start', 'environment_id': env_id})
+      ready = await q.until('ready')
+      shown = await q.until('step')
+      assert ready['resumed'] and shown['t'] == 2  # Where the episode was.
+      after = await q.play_synchronous([LEFT] * 20)
+      ended = await q.until('ended')
+      await q.send(type='verdict', accept=True)
+      await q.until('saved')
+      await q.ws.close()
+      rows = await (await client.get(f'/api/episodes?study={study["id"]}',
+                                     headers=h.designer())).json()
+      return before + [s['action'] for s in after], ended, rows
+  actions, ended, rows = run(body())
+  assert [r['id'] for r in rows] == [ended['episode_id']]
+  assert rows[0]['state'] == storage_lib.COMPLETED and rows[0]['num_steps'] == len(actions) + 1
+  steps = load_steps(os.path.join(tmp_path, rows[0]['dataset']))[rows[0]['id']]['steps']
+  np.testing.assert_array_equal(steps['action'][:len(actions)], actions)
