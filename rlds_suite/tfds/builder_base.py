@@ -79,6 +79,8 @@ class RLDSBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       raise
     if self._work is not None:
       self._work.remove()
+    else:
+      writing.WorkDir.discard_stale(self._final_data_dir)
     directory = str(self.data_dir)
     if not (epath.Path(directory) / provenance.FILE_NAME).exists():
       manual_dir = download_config.manual_dir if download_config else None

@@ -345,6 +345,20 @@ class WorkDir:
     self.release()
     shutil.rmtree(self.path, ignore_errors=True)
 
+  @staticmethod
+  def discard_stale(version_dir: str) -> None:
+    """Removes the work directory a build killed after its dataset was in place left behind."""
+    version_dir = os.fspath(version_dir).rstrip('/')
+    path = os.path.join(os.path.dirname(version_dir), WORK_DIR_PREFIX + os.path.basename(version_dir))
+    if not os.path.isdir(path) or not os.path.exists(os.path.join(version_dir, 'dataset_info.json')):
+      return
+    with open(os.path.join(path, '.lock'), 'w') as lock:
+      try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError:
+        return
+      shutil.rmtree(path, ignore_errors=True)
+
   def release(self) -> None:
     if not self._lock.closed:
       self._lock.close()
@@ -379,77 +393,89 @@ class _StopRequest:
 
 
 def write_split(examples: Iterable[Any], *, features: tfds.features.FeaturesDict, work: WorkDir,
-                split: str, workers: Optional[int] = None, shard_bytes: int = SHARD_BYTES,
-                stop: Optional[_StopRequest] = None) -> None:
+                split: str, workers: Optional[int] = None,
+                shard_bytes: int = SHARD_BYTES) -> None:
   """Writes `examples` ((key, example) pairs or examples; keys are ignored) as `split`'s shards in
   `work`, after the shards an earlier run completed. Raises BuildStopped on Ctrl-C or a stop
   signal, after recording what is complete."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  progress = work.progress
-  done = progress.shards(split)
-  if progress.splits[split]['done']:
+  if work.progress.shards(split) is not None and work.progress.splits[split]['done']:
     return
-  skip = sum(s['examples'] for s in done)
   serializer = _Serializer(features, workers if workers is not None else (os.cpu_count() or 1))
-  stop = stop or _StopRequest()
-  state = {'writer': None, 'examples': 0, 'bytes': 0}
-
-  def partial_path() -> str:
-    return os.path.join(work.path, f'.{_shard_name(split, len(done))}.partial')
-
-  def finish_shard() -> None:
-    if state['writer'] is None:
-      return
-    state['writer'].close()
-    name = _shard_name(split, len(done))
-    with open(partial_path(), 'rb') as f:
-      os.fsync(f.fileno())
-    os.replace(partial_path(), os.path.join(work.path, name))
-    done.append({'file': name, 'examples': state['examples'], 'bytes': state['bytes']})
-    progress.save(work.path)
-    state.update(writer=None, examples=0, bytes=0)
-
-  def write(serialized: bytes) -> None:
-    if state['writer'] is None:
-      state['writer'] = tf.io.TFRecordWriter(partial_path())
-    state['writer'].write(serialized)
-    state['examples'] += 1
-    state['bytes'] += len(serialized)
-    if state['bytes'] >= shard_bytes:
-      finish_shard()
-
-  def stopped(signal_name: str) -> BuildStopped:
-    return BuildStopped(signal_name, progress.num_examples, progress.num_shards, work.path)
-
+  shards = _ShardWriter(work, split, shard_bytes)
+  stop = _StopRequest()
   try:
-    for index, item in enumerate(examples):
-      if index < skip:
-        continue
-      example = item[1] if isinstance(item, tuple) and len(item) == 2 else item
-      for serialized in serializer.add(example):
-        write(serialized)
-      if stop.signal_name:
-        for serialized in serializer.flush():
-          write(serialized)
-        finish_shard()
-        raise stopped(stop.signal_name)
-    for serialized in serializer.flush():
-      write(serialized)
-    finish_shard()
-  except BuildStopped:
-    serializer.close()
-    raise
+    with stop.installed():
+      for index, item in enumerate(examples):
+        if index < shards.examples_done:
+          continue
+        example = item[1] if isinstance(item, tuple) and len(item) == 2 else item
+        for serialized in serializer.add(example):
+          shards.write(serialized)
+        if stop.signal_name:
+          break
+      for serialized in serializer.flush():
+        shards.write(serialized)
+      shards.finish()
   except KeyboardInterrupt:
-    serializer.close()
-    raise stopped('SIGINT') from None
+    raise shards.stopped('SIGINT') from None
   finally:
     serializer.close()
-    if state['writer'] is not None:  # Interrupted inside a shard: drop it, it is redone.
-      state['writer'].close()
+    shards.drop_open_shard()
+  if stop.signal_name:
+    raise shards.stopped(stop.signal_name)
+  work.progress.splits[split]['done'] = True
+  work.progress.save(work.path)
+
+
+class _ShardWriter:
+  """Serialized examples -> shards of about `shard_bytes` in the work directory, each listed in
+  progress.json once it is complete and in place."""
+
+  def __init__(self, work: WorkDir, split: str, shard_bytes: int):
+    self._work, self._split, self._shard_bytes = work, split, shard_bytes
+    self._done = work.progress.shards(split)
+    self.examples_done = sum(shard['examples'] for shard in self._done)
+    self._writer: Any = None
+    self._examples = self._bytes = 0
+
+  def write(self, serialized: bytes) -> None:
+    if self._writer is None:
+      import tensorflow as tf  # pylint: disable=g-import-not-at-top
+      self._writer = tf.io.TFRecordWriter(self._partial_path())
+    self._writer.write(serialized)
+    self._examples += 1
+    self._bytes += len(serialized)
+    if self._bytes >= self._shard_bytes:
+      self.finish()
+
+  def finish(self) -> None:
+    """Completes the open shard: fsynced, renamed into place, then listed."""
+    if self._writer is None:
+      return
+    self._writer.close()
+    self._writer = None
+    name = _shard_name(self._split, len(self._done))
+    with open(self._partial_path(), 'rb') as f:
+      os.fsync(f.fileno())
+    os.replace(self._partial_path(), os.path.join(self._work.path, name))
+    self._done.append({'file': name, 'examples': self._examples, 'bytes': self._bytes})
+    self._work.progress.save(self._work.path)
+    self._examples = self._bytes = 0
+
+  def drop_open_shard(self) -> None:
+    """An interrupted shard is removed: the next run writes it again."""
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
       with contextlib.suppress(OSError):
-        os.remove(partial_path())
-  progress.splits[split]['done'] = True
-  progress.save(work.path)
+        os.remove(self._partial_path())
+
+  def stopped(self, signal_name: str) -> BuildStopped:
+    progress = self._work.progress
+    return BuildStopped(signal_name, progress.num_examples, progress.num_shards, self._work.path)
+
+  def _partial_path(self) -> str:
+    return os.path.join(self._work.path, f'.{_shard_name(self._split, len(self._done))}.partial')
 
 
 def _shard_name(split: str, index: int) -> str:

@@ -1,0 +1,155 @@
+"""A build killed at any moment and run again continues from its last complete shard and ends equal
+to an uninterrupted build; stop signals keep what is complete; nothing half-built looks complete.
+
+Builds run in processes forked by tests/build_resume_child.py (TensorFlow imported once), since a
+real kill is the point.
+"""
+
+import json
+import os
+import pathlib
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rlds_suite.tfds import writing
+
+from tests import build_helpers
+
+CHILD = pathlib.Path(__file__).parent / 'build_resume_child.py'
+TRIALS = int(os.environ.get('RLDS_SUITE_RESUME_TRIALS', '10'))
+REQUEST = {'episodes': 40, 'delay': 0.02, 'workers': 1, 'shard_bytes': 20_000}
+
+
+class Builds:
+  """Requests builds from the child; `run` returns the build's exit status."""
+
+  def __init__(self, log: pathlib.Path):
+    self._log = open(log, 'w')  # pylint: disable=consider-using-with
+    self._child = subprocess.Popen([sys.executable, str(CHILD)], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=self._log, text=True)
+
+  def run(self, data_dir: pathlib.Path, after: float | None = None, sig: int = signal.SIGKILL,
+          after_shards: int = 0, **overrides) -> int:
+    """Builds in `data_dir`; with `after`, sends `sig` once `after_shards` shards are complete
+    and `after` more seconds have passed (a build that ends first is not signalled)."""
+    self._child.stdin.write(json.dumps({**REQUEST, **overrides, 'data_dir': str(data_dir)}) + '\n')
+    self._child.stdin.flush()
+    pid = json.loads(self._child.stdout.readline())['pid']
+    if after is not None:
+      while _shards_done(data_dir) < after_shards and _running(pid):
+        time.sleep(0.005)
+      time.sleep(after)
+      try:
+        os.kill(pid, sig)
+      except ProcessLookupError:
+        pass
+    return json.loads(self._child.stdout.readline())['status']
+
+  def close(self) -> None:
+    self._child.stdin.close()
+    self._child.wait(timeout=60)
+    self._log.close()
+
+
+def _running(pid: int) -> bool:
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().split(')')[-1].split()[0] != 'Z'
+  except FileNotFoundError:
+    return False
+
+
+@pytest.fixture(scope='module')
+def builds(tmp_path_factory):
+  started = Builds(tmp_path_factory.mktemp('logs') / 'child.log')
+  yield started
+  started.close()
+
+
+@pytest.fixture(scope='module')
+def reference(builds, tmp_path_factory):
+  data_dir = tmp_path_factory.mktemp('reference')
+  assert builds.run(data_dir) == 0
+  shards = len(json.loads((_version_dir(data_dir) / 'dataset_info.json').read_text())[
+      'splits'][0]['shardLengths'])
+  return build_helpers.built_episodes(str(_version_dir(data_dir))), shards
+
+
+def _version_dir(data_dir: pathlib.Path) -> pathlib.Path:
+  return data_dir / 'counting' / '1.0.0'
+
+
+def _work_dir(data_dir: pathlib.Path) -> pathlib.Path:
+  return data_dir / 'counting' / (writing.WORK_DIR_PREFIX + '1.0.0')
+
+
+def _shards_done(data_dir: pathlib.Path) -> int:
+  path = _work_dir(data_dir) / writing.PROGRESS_FILE
+  if not path.exists():
+    return 0
+  return len(json.loads(path.read_text())['splits'].get('train', {}).get('shards', []))
+
+
+def _assert_nothing_half_built(data_dir: pathlib.Path) -> None:
+  """Only a complete dataset has a version directory; every shard the progress lists is there
+  (an unlisted one, renamed just before a kill, is removed by the next run)."""
+  version = _version_dir(data_dir)
+  if version.exists():
+    assert (version / 'dataset_info.json').exists()
+  work = _work_dir(data_dir)
+  if work.exists():
+    listed = {s['file'] for s in json.loads((work / writing.PROGRESS_FILE).read_text())[
+        'splits'].get('train', {}).get('shards', [])} if (work / writing.PROGRESS_FILE).exists() else set()
+    assert listed <= {n for n in os.listdir(work) if n.endswith('.tfrecord')}
+
+
+def test_killed_at_random_points_resumes_to_the_same_dataset(builds, reference, tmp_path):
+  expected, shards = reference
+  rng = random.Random(17)
+  resumed_with_shards = 0
+  for trial in range(TRIALS):
+    data_dir = tmp_path / f'trial{trial}'
+    pool = trial % 3 == 2  # Some trials serialize in worker processes.
+    options = {'workers': 2, 'pool_after': 0, 'batch_bytes': 30_000} if pool else {}
+    status = builds.run(data_dir, after=rng.uniform(0.0, 0.1), after_shards=rng.randrange(shards),
+                        **options)
+    _assert_nothing_half_built(data_dir)
+    if status != 0:
+      assert status == -signal.SIGKILL
+      resumed_with_shards += _shards_done(data_dir) > 0
+      if rng.random() < 0.3:  # Killed again while resuming.
+        builds.run(data_dir, after=rng.uniform(0.0, 0.1),
+                   after_shards=_shards_done(data_dir) + rng.randrange(2), **options)
+        _assert_nothing_half_built(data_dir)
+      assert builds.run(data_dir, **options) == 0
+    build_helpers.assert_same_episodes(
+        build_helpers.built_episodes(str(_version_dir(data_dir))), expected)
+    assert not _work_dir(data_dir).exists()
+    assert not [n for n in os.listdir(data_dir / 'counting') if n.startswith('incomplete')]
+  assert resumed_with_shards  # At least one trial continued after completed shards.
+
+
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGUSR1])
+def test_stop_signal_keeps_complete_shards_and_resumes(builds, reference, tmp_path, sig):
+  expected, _ = reference
+  data_dir = tmp_path / 'stopped'
+  assert builds.run(data_dir, after=0.0, after_shards=1, sig=sig, delay=0.05) == 3
+  assert not _version_dir(data_dir).exists()
+  kept = json.loads((_work_dir(data_dir) / writing.PROGRESS_FILE).read_text())
+  assert kept['splits']['train']['shards'] and not kept['splits']['train']['done']
+  assert builds.run(data_dir, delay=0.05) == 0
+  build_helpers.assert_same_episodes(
+      build_helpers.built_episodes(str(_version_dir(data_dir))), expected)
+
+
+def test_another_source_starts_over(builds, tmp_path):
+  data_dir = tmp_path / 'changed'
+  assert builds.run(data_dir, after=0.0, after_shards=1, sig=signal.SIGTERM, delay=0.05) == 3
+  assert builds.run(data_dir, episodes=12) == 0  # Other settings: the kept shards are not used.
+  got = build_helpers.built_episodes(str(_version_dir(data_dir)))
+  assert [int(e['index']) for e in got] == list(range(12))
