@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Any, Iterator, Optional
 
@@ -13,6 +14,8 @@ from rlds_suite.core import episodes
 from rlds_suite import scores
 from rlds_suite.core import errors
 from rlds_suite.readers import dqn_replay
+from rlds_suite.readers import dqn_replay_spans
+from rlds_suite.tfds import beam as rlds_beam
 from rlds_suite.tfds import builder_base
 from rlds_suite.tfds import features
 
@@ -57,48 +60,27 @@ def _example(trajectory: episodes.Trajectory) -> tuple[int, dict[str, Any]]:
   return trajectory.metadata['first_add_index'], episodes.to_episode(trajectory).as_example()
 
 
-def _read_checkpoint(checkpoint: int, replay_logs: str, wanted: Optional[list[int]]):
-  run = dqn_replay.Run(replay_logs)
-  selection = dqn_replay.Selection(run, run.select(wanted))
+def _span_examples(spans: list[dqn_replay_spans.Span], replay_logs: str,
+                   wanted: Optional[list[int]]) -> Iterator[tuple[int, dict[str, Any]]]:
+  """A work item's examples: its episodes read one at a time."""
   with errors.located(replay_logs):
-    yield from dqn_replay.edges_of(run, checkpoint, selection)
+    for trajectory in dqn_replay_spans.read_spans(replay_logs, spans, wanted):
+      yield _example(trajectory)
 
 
-def _join(boundary_edges, replay_logs: str, wanted: Optional[list[int]]):
-  boundary, edges = boundary_edges
-  run = dqn_replay.Run(replay_logs)
-  selection = dqn_replay.Selection(run, run.select(wanted))
-  yield from dqn_replay.join_edges(boundary, list(edges), selection, replay_logs)
+def _beam_split(replay_logs: str, wanted: Optional[list[int]],
+                item_rows: int) -> rlds_beam.WorkerWritten:
+  """Work items of whole episodes, about `item_rows` rows each, found from the terminal files."""
+  with errors.located(replay_logs):
+    spans = dqn_replay_spans.episode_spans(dqn_replay.Run(replay_logs), wanted)
+  rows = sum(len(s) for s in spans)
+  items = dqn_replay_spans.work_items(spans, -(-rows // max(item_rows, 1)))
+  steps = rows - len(spans) * (dqn_replay.POLICY.padding_rows - 1)  # Padding out, final step in.
+  return rlds_beam.WorkerWritten(
+      items, functools.partial(_span_examples, replay_logs=replay_logs, wanted=wanted), steps)
 
 
-def _beam_examples(replay_logs: str, wanted: Optional[list[int]]) -> Any:
-  """The Beam PTransform: one element per checkpoint file set; edges joined per boundary."""
-  beam = tfds.core.lazy_imports.apache_beam
-  run = dqn_replay.Run(replay_logs)
-  to_read = dqn_replay.checkpoints_to_read(run, run.select(wanted))
-
-  @beam.ptransform_fn
-  def generate(root):
-    pieces = (root
-              | 'Checkpoints' >> beam.Create(to_read)
-              | 'Reshuffle' >> beam.Reshuffle()
-              | 'Read' >> beam.FlatMap(_read_checkpoint, replay_logs=replay_logs, wanted=wanted))
-    inside = (pieces
-              | 'Inside' >> beam.Filter(lambda item: item[0] == 'episode')
-              | 'Unwrap' >> beam.Map(lambda item: item[2][0]))
-    joined = (pieces
-              | 'Edges' >> beam.Filter(lambda item: item[0] == 'edge')
-              | 'ByBoundary' >> beam.Map(lambda item: (item[1], item[2]))
-              | 'Group' >> beam.GroupByKey()
-              | 'Join' >> beam.FlatMap(_join, replay_logs=replay_logs, wanted=wanted))
-    return ((inside, joined)
-            | 'Episodes' >> beam.Flatten()
-            | 'Examples' >> beam.Map(_example))
-
-  return generate()  # pylint: disable=no-value-for-parameter
-
-
-class Builder(builder_base.RLDSBuilder):
+class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
   """DQN Replay: 60 Atari games x 5 runs of batch_rl's logged replay (checkpoint ranges by config)."""
 
   BUILDER_CONFIGS = [config(game, run) for game in dqn_replay.GAMES for run in dqn_replay.RUNS]
@@ -110,6 +92,9 @@ class Builder(builder_base.RLDSBuilder):
   add_count files tell where the first episode starts) to last+1 (where the last one ends) when
   they exist.
   """
+
+  # Beam work items: runs of whole episodes of about this many rows (a worker holds one episode).
+  beam_item_rows = 250_000
 
   def __init__(self, *, beam: bool = True, **kwargs: Any):
     """`beam=False` generates in this process (one pass over the files) instead of with Beam."""
@@ -145,7 +130,7 @@ class Builder(builder_base.RLDSBuilder):
   def _generate_examples(self, replay_logs: str):
     wanted = self.builder_config.wanted
     if self._beam:
-      return _beam_examples(replay_logs, wanted)
+      return _beam_split(replay_logs, wanted, self.beam_item_rows)
     return self._examples_in_process(replay_logs, wanted)
 
   def _examples_in_process(self, replay_logs: str,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Any, Optional
 
@@ -13,10 +14,13 @@ from rlds_suite import scores
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
 from rlds_suite.readers import minari
+from rlds_suite.tfds import beam as rlds_beam
 from rlds_suite.tfds import builder_base
 from rlds_suite.tfds import features
 
 # metadata.json entries kept as dataset metadata (besides the reference scores).
+# Episodes a Beam worker converts as one work item (it holds one episode at a time).
+BEAM_ITEM_EPISODES = 100
 _KEPT_METADATA = ('dataset_id', 'data_format', 'jpeg_encoding', 'total_episodes', 'total_steps',
                   'env_spec', 'eval_env_spec', 'algorithm_name', 'minari_version',
                   'code_permalink', 'num_episodes_average_score')
@@ -57,7 +61,7 @@ def _feature(space: minari.Space) -> Any:
   return features.tensor(space.shape, space.dtype) if space.shape else features.scalar(space.dtype)
 
 
-class Builder(builder_base.RLDSBuilder):
+class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
   """Local Minari datasets: `tfds.builder('minari', dataset_id='mujoco/pusher/expert-v0')`, or by
   config name, `tfds.builder('minari/mujoco.pusher.expert-v0')`."""
 
@@ -117,17 +121,18 @@ class Builder(builder_base.RLDSBuilder):
     return {'train': self._generate_examples()}
 
   def _generate_examples(self):
-    """With `beam`, a pipeline with one element per episode; otherwise a generator of all."""
+    """With `beam`, work items of BEAM_ITEM_EPISODES episodes written by Beam workers; otherwise
+    a generator of all."""
     if self._beam:
-      beam = tfds.core.lazy_imports.apache_beam
-      return (beam.Create(minari.episode_ids(self._metadata))
-              | beam.FlatMap(_examples, metadata=self._metadata))
+      ids = list(minari.episode_ids(self._metadata))
+      items = [ids[i:i + BEAM_ITEM_EPISODES] for i in range(0, len(ids), BEAM_ITEM_EPISODES)]
+      return rlds_beam.WorkerWritten(items, functools.partial(_examples, metadata=self._metadata))
     return _examples(None, self._metadata)
 
 
-def _examples(episode_id: Optional[int], metadata: minari.Metadata):
-  """(key, example) of episode `episode_id`, or of every episode when it is None."""
-  for trajectory in minari.trajectories(metadata, None if episode_id is None else [episode_id]):
+def _examples(episode_ids: Optional[list[int]], metadata: minari.Metadata):
+  """(key, example) of the episodes `episode_ids`, or of every episode when it is None."""
+  for trajectory in minari.trajectories(metadata, episode_ids):
     found_id = int(trajectory.metadata['episode_id'])
     with errors.located(minari.episode_file(metadata, found_id)):  # e.g. a NaN reward.
       yield found_id, episodes.to_episode(trajectory).as_example()

@@ -34,7 +34,7 @@ def _examples(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
       yield key, episodes.to_episode(trajectory).as_example()
 
 
-class Builder(builder_base.RLDSBuilder):
+class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
   """RL Unplugged Atari: 46 games x 5 runs of DQN replay episodes (GZIP TFRecord shards).
 
   Registered as `rlds_suite_rlu_atari`: TFDS registers its own `rlu_atari` builder.

@@ -35,7 +35,7 @@ def _examples(path: str, observation_sizes: Mapping[str, int],
       yield str(trajectory.metadata['episode_id']), episodes.to_episode(trajectory).as_example()
 
 
-class Builder(builder_base.RLDSBuilder):
+class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
   """RL Unplugged DeepMind Control Suite: 9 tasks of D4PG / V-MPO episodes.
 
   Registered as `rlds_suite_rlu_control_suite`: TFDS registers its own `rlu_control_suite` builder.

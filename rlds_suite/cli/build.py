@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rlds_suite.cli import validate
 
 
@@ -13,6 +15,17 @@ def register(subparsers) -> None:
   parser.add_argument('--download', action='store_true',
                       help="let a builder download its files (TFDS's own builders, and ours "
                       'with checksummed URLs when --manual_dir is not given); refused without it')
+  parser.add_argument('--beam_runner', default='direct',
+                      help='Beam builders (dqn_replay, rlu_*, minari): direct (worker threads in '
+                      'this process, the default), dask (a dask.distributed LocalCluster of '
+                      'worker processes), or '
+                      'any Beam runner with its flags in --beam_options (README: Dataflow, Flink, '
+                      'Spark)')
+  parser.add_argument('--workers', type=int, default=2,
+                      help='workers of the direct and dask runners (default 2)')
+  parser.add_argument('--beam_options', default='',
+                      help="more Beam pipeline flags, one string, e.g. '--runner=FlinkRunner "
+                      "--flink_master=localhost:8081 --environment_type=LOOPBACK'")
   parser.set_defaults(func=run)
 
 
@@ -21,7 +34,12 @@ def run(args) -> int:
   # Names, configs and --manual_dir are checked before TensorFlow is imported (seconds).
   registry.check_buildable(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir,
                            download=args.download)
+  from rlds_suite.tfds import beam  # pylint: disable=g-import-not-at-top
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
-  builder = datasets.build(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir)
+  with beam.options_for(args.beam_runner, args.workers, shlex.split(args.beam_options)) as options:
+    builder = datasets.build(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir,
+                             beam_options=options)
+  if getattr(builder, 'beam_log_path', None):
+    print(f'Beam and worker logs: {builder.beam_log_path}')
   return validate.print_report(datasets.validate(builder, progress_bar=True),
                                data_dir=str(builder.data_dir))

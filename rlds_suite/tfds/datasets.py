@@ -55,10 +55,11 @@ def load_builder(source: Source, data_dir: Optional[str] = None) -> tfds.core.Da
 
 
 def build(name: str, manual_dir: Optional[str] = None, data_dir: Optional[str] = None,
-          **builder_kwargs: Any) -> tfds.core.DatasetBuilder:
+          beam_options: Any = None, **builder_kwargs: Any) -> tfds.core.DatasetBuilder:
   """Prepares the registered dataset `name` ('builder/config'), reading native files from
-  `manual_dir`; `builder_kwargs` go to the builder (e.g. d4rl's time_limit). A failed build leaves
-  only TFDS's `incomplete.*` directory behind."""
+  `manual_dir`; `builder_kwargs` go to the builder (e.g. d4rl's time_limit), `beam_options`
+  (tfds/beam.py's, default: the DirectRunner) to Beam builders. A failed build leaves only TFDS's
+  `incomplete.*` directory behind."""
   registry.check_name(name)
   if manual_dir is not None:
     _check_not_a_file(manual_dir, 'a directory of native files (--manual_dir)')
@@ -67,7 +68,8 @@ def build(name: str, manual_dir: Optional[str] = None, data_dir: Optional[str] =
     raise errors.EmptyInputError('manual_dir is missing or empty', path=manual_dir)
   builder = tfds.builder(name, data_dir=data_dir, **builder_kwargs)
   # Beam builders (dqn_replay, rlu_*) get DirectRunner options: TFDS asks on stdin without them.
-  builder.download_and_prepare(download_config=beam.download_config(manual_dir))
+  builder.download_and_prepare(
+      download_config=beam.download_config(manual_dir, beam_options=beam_options))
   return builder
 
 
