@@ -87,6 +87,7 @@ def test_plan_has_several_items_and_crosses_files(manual_dir):
 
 
 def test_dask_engine_build_equals_the_single_process_build(manual_dir, tmp_path, single_process):
+  pytest.importorskip('distributed')  # The tfds_cli extra's apache-beam[dask].
   with rlds_beam.options_for('dask', num_workers=2) as options:
     assert options.get_all_options()['runner'].endswith('.DaskRunner')
     built = _build(manual_dir, tmp_path, options)
