@@ -1,9 +1,12 @@
 """The two exits of a stream (numpy and tf.data) cut the same batches; corrupt shards are named."""
 
+import logging
 import os
+import re
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from rlds_suite.core import errors
 from rlds_suite.core import fields
@@ -45,16 +48,41 @@ def test_batches_span_blocks_like_rebatch():
   assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
 
 
-def test_corrupt_shard_is_named(tmp_path):
+def corrupt_stream(tmp_path):
+  """A one-epoch stream over a dataset whose only shard lost its last third, and that shard."""
   eps = streams_data.id_episodes(0, 40, min_len=50, max_len=60, seed=5)
   directory = streams_data.write(tmp_path, 'set_corrupt', eps)
   shard = next(os.path.join(directory, f) for f in os.listdir(directory) if '.tfrecord' in f)
   with open(shard, 'r+b') as f:
     f.truncate(os.path.getsize(shard) * 2 // 3)
-  stream = streams.stream([directory], batch_size=8, seed=0,
-                          mix=streams.Mix(exhaustion=streams.Exhaustion.STOP))
+  return streams.stream([directory], batch_size=8, seed=0, shuffle=streams.Shuffle(4, 64),
+                        mix=streams.Mix(exhaustion=streams.Exhaustion.STOP)), shard
+
+
+def test_corrupt_shard_is_named(tmp_path):
+  stream, shard = corrupt_stream(tmp_path)
   with pytest.raises(errors.CorruptFileError) as raised:
     for _ in streams.as_numpy(stream):
       pass
   assert raised.value.path == shard and 'truncated record' in str(raised.value)
   assert len(str(raised.value).splitlines()) == 1
+
+
+def test_corrupt_shard_is_named_at_the_tf_data_exit(tmp_path):
+  stream, shard = corrupt_stream(tmp_path)
+  iterator = iter(stream.dataset)
+  checkpoint = tf.train.Checkpoint(iterator=iterator)  # Still a checkpointable iterator.
+  path = checkpoint.save(str(tmp_path / 'ckpt'))
+  for _ in range(2):  # Read to the error, restore, read to the same error.
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(shard) + r' \(26 of 40 '):
+      for _ in iterator:
+        pass
+    checkpoint.restore(path)
+
+
+def test_no_deprecation_warnings_from_streams(directory, caplog):
+  with caplog.at_level(logging.WARNING):
+    stream = streams.stream([directory], unit=streams.Transitions(), batch_size=4, seed=0)
+    next(streams.as_numpy(stream))
+    next(iter(stream))
+  assert not [r.getMessage() for r in caplog.records if 'deprecated' in r.getMessage()]

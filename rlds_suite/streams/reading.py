@@ -53,11 +53,37 @@ def serialized_episodes(files: Sequence[tfds.core.FileInstruction], *, shuffle_f
   if shuffle_files and len(files) > 1:
     instructions = instructions.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
 
-  def records(filename, skip, take):
-    return tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER_BYTES).skip(skip).take(take)
-
-  return instructions.interleave(records, cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
+  return instructions.interleave(checked_records,
+                                 cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
                                  block_length=1)
+
+
+UNREADABLE_FILE = 'TFRecord file does not read back'  # Marks the error of `checked_records`.
+
+
+def checked_records(filename: tf.Tensor, skip: tf.Tensor, take: tf.Tensor) -> tf.data.Dataset:
+  """Records [skip, skip + take) of a TFRecord file; an error naming the file when fewer read back.
+
+  TensorFlow's DataLossError (truncated record, bad checksum) names no file and comes from deep in
+  a pipeline, so a record that does not read back, or a missing file, ends this file's records
+  (`ignore_errors`) and the file's end then fails with an InvalidArgumentError naming it. All in
+  the graph: iterators still save to a tf.train.Checkpoint, and the tf.data service can run it.
+  """
+  read = tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER_BYTES).skip(skip).take(take)
+  tagged = read.ignore_errors().map(lambda record: (record, False)).concatenate(
+      tf.data.Dataset.from_tensors((tf.constant(''), True)))  # The file's end.
+
+  def count(read_back, element):
+    record, end = element
+    complete = tf.logical_or(tf.logical_not(end), tf.equal(read_back, take))
+    message = tf.strings.join([UNREADABLE_FILE, ': ', filename, ' (',
+                               tf.strings.as_string(read_back), ' of ',
+                               tf.strings.as_string(take), ' records)'])
+    with tf.control_dependencies([tf.debugging.Assert(complete, [message])]):
+      return read_back + 1, (tf.identity(record), end)
+
+  return tagged.scan(tf.constant(0, tf.int64), count).filter(
+      lambda record, end: tf.logical_not(end)).map(lambda record, end: record)
 
 
 class EpisodeParser:
@@ -79,7 +105,7 @@ class EpisodeParser:
         _wire_dtype(info.dtype), row_splits_dtype=tf.int64)
                       for path, info in self._serialized.items()}
     self.spec = nested.unflatten_paths({
-        path: tf.TensorSpec(feature.shape, tf.as_dtype(feature.dtype))
+        path: tf.TensorSpec(feature.shape, feature.tf_dtype)
         for path, feature in self._leaves.items()})
 
   def __call__(self, serialized: tf.Tensor) -> tuple[dict[str, Any], tf.Tensor]:
@@ -107,7 +133,7 @@ def _per_step_info(feature: tfds.features.FeatureConnector, path: str,
   if None in info.shape or None in feature.shape:
     raise errors.SchemaError(f'streams need fixed-shape step fields; this one is '
                              f'{feature.shape}', path=str(builder.data_dir), field=f'steps/{path}')
-  return tf.TensorSpec(info.shape, tf.as_dtype(info.dtype))
+  return tf.TensorSpec(info.shape, info.tf_dtype)
 
 
 def _wire_dtype(dtype: tf.DType) -> tf.DType:
@@ -122,12 +148,12 @@ def _decode_rows(feature: tfds.features.FeatureConnector, serialized: tf.Tensor)
   serialized_info, tensor_info = feature.get_serialized_info(), feature.get_tensor_info()
   plain = (type(feature) in (tfds.features.Tensor, tfds.features.Scalar) and
            serialized_info.shape == tensor_info.shape and
-           tf.as_dtype(serialized_info.dtype) == tf.as_dtype(tensor_info.dtype))
+           serialized_info.tf_dtype == tensor_info.tf_dtype)
   if plain:
     return serialized
   if _is_zlib_tensor(feature):  # Vectorised: TFDS's own batch decoding loops over steps.
     raw = tf.io.decode_raw(tf.io.decode_compressed(serialized, compression_type='ZLIB'),
-                           tf.as_dtype(tensor_info.dtype))
+                           tensor_info.tf_dtype)
     return tf.reshape(raw, [-1, *feature.shape])
   return feature.decode_batch_example(serialized)
 
@@ -168,6 +194,12 @@ def numpy_groups(dataset: tf.data.Dataset, files: Sequence[str], name: str) -> I
     yield from tfds.as_numpy(dataset)
   except datasets.SHARD_READ_ERRORS as e:
     raise datasets.corrupt_shard_error(files, e, name, buffer_size=READ_BUFFER_BYTES) from None
+  except tf.errors.InvalidArgumentError as e:
+    unreadable = [f for f in files if f'{UNREADABLE_FILE}: {f} (' in e.message]
+    if not unreadable:
+      raise
+    raise datasets.corrupt_shard_error(unreadable[:1], e, name,
+                                       buffer_size=READ_BUFFER_BYTES) from None
 
 
 # ---- Step specs across datasets ----------------------------------------------------------------
