@@ -89,7 +89,8 @@ def test_sigusr1_checkpoints_and_keeps_recording(tmp_path):
   _wait_for_episodes(directory, process, 3)
   process.send_signal(signal.SIGUSR1)
   deadline = time.time() + 60
-  while not _data_files(directory) and time.time() < deadline:
+  # The shard is renamed into place, then the metadata naming it is rewritten: wait for both.
+  while not (_data_files(directory) and _shard_lengths(directory)) and time.time() < deadline:
     time.sleep(0.05)
   checkpointed = _shard_lengths(directory)
   assert len(checkpointed) == 1 and checkpointed[0] >= 2  # Completed episodes only.
