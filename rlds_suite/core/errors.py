@@ -91,11 +91,6 @@ class OutputWriteError(RLDSSuiteError, OSError):
     return cls(f'{reason} while writing {os.fspath(path)}')
 
 
-class UsageError(RLDSSuiteError, ValueError):
-  """Arguments that cannot work together: a build without the config it needs, or of files a
-  builder would download when downloads were not allowed."""
-
-
 class UnknownEnvironmentError(RLDSSuiteError, LookupError):
   """An environment spec names no environment, or passes an option it does not take."""
 

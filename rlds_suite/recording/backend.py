@@ -271,18 +271,6 @@ class RLDSWriter(backend_writer.BackendWriter):
       self._submit_pending()
       self._worker.wait()
 
-  def flush(self) -> None:
-    """Writes the episode in flight (truncated unless it ended) and the ended ones into the open
-    shard file and flushes it, without completing the shard (the shard policy stays the writer's):
-    once this returns a SIGKILL cannot lose them (`recovery` salvages the shard), though readers
-    see them only once their shard is completed."""
-    with self._operation():
-      if self._closed:
-        return
-      self._write_episode_in_flight()
-      self._submit_pending()
-      self._worker.wait()
-
   @property
   def episode_in_flight_steps(self) -> int:
     return 0 if self._steps is None else len(self._steps)
