@@ -400,12 +400,13 @@ def without_a_shard(dataset_dir, tmp_path):
   return directory, shard
 
 
-@pytest.mark.parametrize('command', ['validate', 'stats', 'show'])
+@pytest.mark.parametrize('command', ['validate', 'stats', 'show', 'export'])
 def test_deleted_shard_is_one_line_naming_it(without_a_shard, command, tmp_path, capsys):
   from rlds_suite import cli  # pylint: disable=g-import-not-at-top
   directory, shard = without_a_shard
-  argv = [command, str(directory)] + (['--episode', '39', '--out', str(tmp_path / 'x.png')]
-                                      if command == 'show' else [])
+  options = {'show': ['--episode', '39', '--out', str(tmp_path / 'x.png')],
+             'export': ['--to', 'npz', str(tmp_path / 'x.npz')]}
+  argv = [command, str(directory)] + options.get(command, [])
   assert cli.main(argv) == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert err == [f'error: CorruptFileError: {shard}: missing TFRecord shard of '

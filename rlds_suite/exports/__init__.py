@@ -56,6 +56,7 @@ def export(source: Any, to: str, out: errors.PathLike, *, split: Optional[str] =
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
   module = importlib.import_module(f'rlds_suite.exports.{FORMATS[to]}')
   builder = datasets.load_builder(source, data_dir)
-  episodes = progress.episodes(datasets.numpy_episodes(datasets.episodes(builder, split=split)),
+  # read_episodes names a missing or corrupt shard (one typed line); TF's errors name none.
+  episodes = progress.episodes(datasets.read_episodes(builder, split=split),
                                progress.split_total(builder.info.splits, split), f'export {to}')
   return module.export(episodes, out, **options)
