@@ -139,3 +139,10 @@ def test_progress_with_totals_on_a_terminal_only(tmp_path, capsys, monkeypatch):
     monkeypatch.undo()
     bar = terminal.getvalue().replace('\r', '\n').strip().splitlines()[-1]
     assert bar.startswith(f'{label}: 100%') and '2/2 [' in bar and '6 steps' in bar, bar
+  terminal = _Terminal()
+  monkeypatch.setattr(sys, 'stderr', terminal)
+  assert cli.main(['show', directory, '--out', str(tmp_path / 'x.gif')]) == 0
+  monkeypatch.undo()
+  frames = json.loads(capsys.readouterr().out.strip().splitlines()[-1])['frames']
+  bar = terminal.getvalue().replace('\r', '\n').strip().splitlines()[-1]
+  assert bar.startswith(f'render: 100%') and f'{frames}/{frames} [' in bar, bar

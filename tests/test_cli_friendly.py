@@ -274,3 +274,17 @@ def test_corrupt_shard_is_named(command, imitation_dataset, tmp_path, capsys):
   err = capsys.readouterr().err.strip().splitlines()[-1]
   assert err.startswith(f'error: CorruptFileError: {shard}: corrupt TFRecord shard of '
                         'imitation_rollouts/cartpole/1.0.0: truncated record at '), err
+
+
+def test_show_refuses_an_animation_of_vectors_before_reading(imitation_dataset, tmp_path, capsys):
+  """The output's kind is checked from the declared features: the corrupt shards are never read."""
+  import shutil  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  directory = tmp_path / 'copy'
+  shutil.copytree(imitation_dataset, directory)
+  for shard in directory.glob('*.tfrecord*'):
+    shard.write_bytes(b'')
+  code, lines = _main(['show', str(directory), '--out', str(tmp_path / 'x.gif')], capsys)
+  assert code == 2
+  assert lines == [f'error: SchemaError: {tmp_path / "x.gif"}: vector observations are plotted; '
+                   'use a .png output']
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 
 def register(subparsers) -> None:
@@ -33,32 +34,50 @@ def run(args) -> int:
   # pylint: disable=g-import-not-at-top
   from rlds_suite.core import errors
   from rlds_suite.core import fields
-  from rlds_suite.core import nested
   from rlds_suite.inspection import rendering
   from rlds_suite.inspection import plots
   from rlds_suite.tfds import datasets
   # pylint: enable=g-import-not-at-top
-  chosen = list(datasets.read_episodes(args.source, split=args.split, data_dir=args.data_dir,
-                                       skip=args.episode, take=max(args.episodes, 1)))
+  builder = datasets.load_builder(args.source, args.data_dir)
+  # Whether there are images to animate, from the declared features: the output's kind is checked
+  # before any episode is read.
+  has_images = bool(rendering.image_paths(_observation_template(builder)))
+  name = os.path.basename(os.path.normpath(args.source))
+  out = args.out or f'{name}_episode{args.episode}.{"gif" if has_images else "png"}'
+  if not has_images and not out.lower().endswith('.png'):
+    raise errors.SchemaError('vector observations are plotted; use a .png output', path=out)
+  chosen = list(datasets.read_episodes(builder, split=args.split, skip=args.episode,
+                                       take=max(args.episodes, 1)))
   if not chosen:
     raise errors.SchemaError(f'has no episode {args.episode}', path=args.source)
   first = chosen[0][fields.STEPS]
-  has_images = bool(rendering.image_paths(nested.row(first[fields.OBSERVATION], 0)))
-  name = os.path.basename(os.path.normpath(args.source))
-  out = args.out or f'{name}_episode{args.episode}.{"gif" if has_images else "png"}'
   if has_images:
     frames = args.frames or rendering.DEFAULT_FRAMES.get(os.path.splitext(out)[1].lower())
     indices = rendering.chosen_steps(len(first[fields.IS_FIRST]), args.every, frames)
-    rendered = rendering.render_episode(first, indices)
+    rendered = rendering.render_episode(first, indices, progress_bar=True)
     rendering.write_animation(rendered, out, fps=args.fps)
     summary = {'out': out, 'episode': args.episode, 'frames': len(rendered),
                'steps': len(first[fields.IS_FIRST]), 'size': list(rendered[0].shape[:2])}
   else:
-    if not out.lower().endswith('.png'):
-      raise errors.SchemaError('vector observations are plotted; use a .png output', path=out)
     plots.plot_episodes(chosen, out, title=f'{args.source}: episodes {args.episode}..'
                         f'{args.episode + len(chosen) - 1}')
     summary = {'out': out, 'episodes': len(chosen),
                'steps': sum(len(e[fields.STEPS][fields.IS_FIRST]) for e in chosen)}
   print(json.dumps(summary))
   return 0
+
+
+def _observation_template(builder) -> Any:
+  """An all-zero observation row as the dataset's features declare it (unknown sizes as 8)."""
+  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import numpy as np
+  from rlds_suite.core import fields
+  # pylint: enable=g-import-not-at-top,import-outside-toplevel
+
+  def zeros(info: Any) -> Any:
+    if isinstance(info, dict):
+      return {key: zeros(value) for key, value in info.items()}
+    dtype = np.dtype(getattr(info.dtype, 'as_numpy_dtype', info.dtype))
+    return np.zeros([8 if size is None else size for size in info.shape], dtype)
+
+  return zeros(builder.info.features[fields.STEPS][fields.OBSERVATION].get_tensor_info())

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
+from tqdm import auto as tqdm_auto
 
 from rlds_suite.core import errors
 from rlds_suite.core import fields
@@ -113,8 +114,10 @@ def _short(value: Any) -> str:
   return ' '.join(text.split())
 
 
-def render_episode(steps: Mapping[str, Any], indices: Sequence[int] | None = None) -> list[np.ndarray]:
-  """One annotated RGB frame per chosen step (default: every step) of an episode's numpy steps."""
+def render_episode(steps: Mapping[str, Any], indices: Sequence[int] | None = None,
+                   progress_bar: bool = False) -> list[np.ndarray]:
+  """One annotated RGB frame per chosen step (default: every step) of an episode's numpy steps;
+  `progress_bar` counts the frames drawn on a terminal."""
   observations = steps[fields.OBSERVATION]
   first = nested.row(observations, 0)
   paths = image_paths(first)
@@ -125,7 +128,9 @@ def render_episode(steps: Mapping[str, Any], indices: Sequence[int] | None = Non
   font = ImageFont.load_default()
   scale = _scale([_panel(np.asarray(flat[path][0])) for path in paths])
   frames = []
-  for index in range(len(steps[fields.IS_FIRST])) if indices is None else indices:
+  chosen = range(len(steps[fields.IS_FIRST])) if indices is None else indices
+  for index in tqdm_auto.tqdm(chosen, desc='render', unit=' frames',
+                              disable=None if progress_bar else True):
     panels = [_scaled(_panel(np.asarray(flat[path][index])), scale) for path in paths]
     height = max(p.shape[0] for p in panels)
     panels = [np.pad(p, ((0, height - p.shape[0]), (0, 0), (0, 0)), constant_values=255)
