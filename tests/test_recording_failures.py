@@ -140,7 +140,11 @@ def test_disk_full_through_the_command_line_is_one_line(tmp_path, monkeypatch):
   assert len(read_episodes(directory)) == 2
 
 
-def test_metadata_that_cannot_be_written_leaves_the_episodes_for_recover(tmp_path, monkeypatch):
+@pytest.mark.parametrize('code, reason', [(errno.ENOSPC, 'disk full'),
+                                          (errno.EDQUOT, 'disk quota exceeded'),
+                                          (errno.EIO, os.strerror(errno.EIO))])
+def test_metadata_that_cannot_be_written_leaves_the_episodes_for_recover(tmp_path, monkeypatch,
+                                                                         code, reason):
   directory = tmp_path / 'ds'
   env = _cartpole()
   original, calls = shards.write_metadata, []
@@ -148,12 +152,12 @@ def test_metadata_that_cannot_be_written_leaves_the_episodes_for_recover(tmp_pat
   def full_after_the_first(*args, **kwargs):  # The new dataset's metadata fits; nothing after.
     calls.append(args)
     if len(calls) > 1:
-      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+      raise OSError(code, os.strerror(code))
     return original(*args, **kwargs)
 
   monkeypatch.setattr(shards, 'write_metadata', full_after_the_first)
   with pytest.raises(errors.OutputWriteError,
-                     match=r'disk full while writing .*dataset_info.json: 2 episodes kept; the '
+                     match=rf'^{reason} while writing .*dataset_info.json: 2 episodes kept; the '
                      r'complete episodes of its last shard are on disk too: free space, then run '
                      r'rlds-suite recover'):
     _record(env, directory, 6, flush_seconds=0, max_episodes_per_shard=2)
