@@ -172,20 +172,9 @@ def _progress(examples: Iterator[Any], description: str) -> Iterator[Any]:
   with auto.tqdm(desc=description, unit=' episodes', disable=None) as bar:
     for key_and_example in examples:
       example = key_and_example[1] if isinstance(key_and_example, tuple) else key_and_example
-      steps += _num_steps(example)
+      steps += progress.num_steps(example)
       progress.count_episode(bar, steps)
       yield key_and_example
-
-
-def _num_steps(example: Any) -> int:
-  steps = example.get('steps') if isinstance(example, dict) else None
-  if isinstance(steps, list):
-    return len(steps)
-  if isinstance(steps, dict):
-    for leaf in steps.values():
-      if hasattr(leaf, '__len__') and not isinstance(leaf, dict):
-        return len(leaf)
-  return 0
 
 
 def _config_record(config: Optional[tfds.core.BuilderConfig]) -> Optional[dict[str, Any]]:
