@@ -202,15 +202,20 @@ def test_real_pickles_load_as_pickle_does(real_data):
     magical = f.read()
   with gzip.open(native / 'dm_control-reacher-easy-test.pkl.gz') as f:
     dm_control = f.read()
-  with zipfile.ZipFile(native / 'atari-pong.npz') as archive, archive.open('arr_0.npy') as f:
-    np.lib.format.read_magic(f)
-    np.lib.format.read_array_header_1_0(f)
-    atari = f.read()
-  for data in (magical, dm_control, atari):
+  atari = _npy_pickle(native / 'atari-pong.npz', 'arr_0.npy')
+  infos = _npy_pickle(real_data / 'imitation' / 'cartpole_0_rollouts_final.npz', 'infos.npy')
+  for data in (magical, dm_control, atari, infos):
     ours = safe_pickle.loads(data)
     with mock.patch.dict(sys.modules, modules):
       theirs = pickle.loads(data)
     _assert_same(ours, theirs)
+
+
+def _npy_pickle(path, member):
+  with zipfile.ZipFile(path) as archive, archive.open(member) as f:
+    np.lib.format.read_magic(f)
+    np.lib.format.read_array_header_1_0(f)
+    return f.read()
 
 
 def _assert_same(ours, theirs, where='$'):

@@ -16,6 +16,7 @@ items from the pickle's own list, which the restricted unpickler built from allo
 from __future__ import annotations
 
 import re
+import reprlib
 from typing import Any
 
 import numpy as np
@@ -175,8 +176,14 @@ def _check_data(data: Any, nbytes: int, dtype: np.dtype) -> None:
     raise errors.CorruptFileError('boolean array data holds bytes other than 0 and 1')
 
 
-def short(value: Any, limit: int = 80) -> str:
-  text = repr(value) if not isinstance(value, (bytes, bytearray)) or len(value) < limit else (
-      f'<{len(value)} bytes>')
-  return text if len(text) <= limit else text[:limit] + '...'
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+
+
+def short(value: Any) -> str:
+  """A bounded repr for messages: a file's values may be huge or deeply nested."""
+  try:
+    return _REPR.repr(value)
+  except Exception:  # pylint: disable=broad-except  # A repr that fails still names the type.
+    return f'<{type(value).__name__}>'
 
