@@ -105,8 +105,8 @@ def _set_space_state(space: SpaceStandIn, state: Any) -> None:
 
 def _inflate_object(cls: Any, state: Any) -> SpaceStandIn:
   """Stand-in for il_representations.envs.utils._inflate_object (rebuilds a space from its state)."""
-  if cls not in _SPACES.values():
-    raise errors.UnsafePickleError(f'_inflate_object called on unexpected {cls!r}')
+  if not any(cls is space for space in _SPACES.values()):
+    raise errors.UnsafePickleError(f'_inflate_object called on unexpected {_name(cls)}')
   return cls(_state_dict(state, cls))
 
 
@@ -128,9 +128,9 @@ def _new_instance(cls: Any, args: tuple, kwargs: Optional[dict] = None) -> Any:
     make = _NEW.get(cls)
   except TypeError:  # Unhashable.
     make = None
-  if make is None or kwargs:
+  if make is None or kwargs or type(args) is not tuple:
     raise errors.UnsafePickleError(f'refusing to create {_name(cls)}: only the known benchmark '
-                                   f'classes may be instantiated')
+                                   f'classes may be instantiated, with their own arguments')
   return make(*args)
 
 
