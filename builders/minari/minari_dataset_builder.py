@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds
 from rlds_suite import scores
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import spaces
 from rlds_suite.readers import minari
 from rlds_suite.tfds import beam as rlds_beam
 from rlds_suite.tfds import builder_base
@@ -47,6 +48,21 @@ def config_for(dataset_id: str) -> MinariConfig:
 
 
 _CONFIGS: dict[str, MinariConfig] = {}
+
+
+def _declared(space: minari.Space) -> Optional[spaces.Space]:
+  """The space to check values against (core/spaces): Discrete, a Box with its bounds, or a dict
+  of those; None where Minari keeps no bounds (MultiDiscrete, MultiBinary)."""
+  if isinstance(space, (dict, tuple)):
+    items = space.items() if isinstance(space, dict) else enumerate(space)
+    found = {str(key): _declared(sub) for key, sub in items}
+    found = {key: sub for key, sub in found.items() if sub is not None}
+    return found or None
+  if isinstance(space, minari.Discrete):
+    return spaces.Discrete(space.n, space.start)
+  if space.low is None:
+    return None
+  return spaces.Box(space.low, space.high)
 
 
 def _feature(space: minari.Space) -> Any:
@@ -98,6 +114,10 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
   def _info(self) -> tfds.core.DatasetInfo:
     meta = self._metadata
     dataset_metadata = {key: meta.raw[key] for key in _KEPT_METADATA if key in meta.raw}
+    declared = {name: _declared(space) for name, space in (
+        ('observation', meta.observation_space), ('action', meta.action_space))}
+    dataset_metadata.update(spaces.as_metadata(
+        **{name: space for name, space in declared.items() if space is not None}))
     try:
       dataset_metadata.update(scores.reference(meta.dataset_id, meta.raw).as_metadata())
     except LookupError:

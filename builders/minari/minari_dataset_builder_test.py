@@ -147,3 +147,18 @@ def test_nan_reward_names_the_file(tmp_path):
   with pytest.raises(errors.InvalidValueError, match=r'non-finite values at steps \[2\]') as e:
     _build('cartpole/random-hdf5-v0', root, tmp_path / 'out')
   assert e.value.path == str(path)
+
+
+def test_observations_outside_the_box_are_a_counted_warning(tmp_path):
+  import h5py  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  root = tmp_path / 'root'
+  shutil.copytree(DUMMY_DATA, root)
+  with h5py.File(root / 'cartpole' / 'random-hdf5-v0' / 'data' / 'main_data.hdf5', 'a') as f:
+    f['episode_1/observations'][2, 0] = 10.0  # CartPole's cart position is within [-4.8, 4.8].
+  builder = _build('cartpole/random-hdf5-v0', root, tmp_path / 'out')
+  assert builder.info.metadata['spaces']['action'] == {'discrete': {'n': 2, 'start': 0}}
+  report = datasets.validate(builder)
+  assert report.ok
+  (warning,) = report.warnings
+  assert (warning.episode, warning.step, warning.field, warning.kind) == (
+      1, 2, 'observation', 'outside the declared Box bounds')

@@ -54,6 +54,9 @@ class Box:
   shape: tuple[int, ...]
   dtype: np.dtype
   image: bool = False  # Minari's is_image_space: JPEG-encoded when the dataset says jpeg_encoding.
+  # A Box's declared bounds (nested lists as stored), None for MultiDiscrete/MultiBinary.
+  low: Any = dataclasses.field(default=None, compare=False)
+  high: Any = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +152,7 @@ def parse_space(serialized: Union[str, Mapping[str, Any]], field: str) -> Space:
       image = (dtype == np.uint8 and len(shape) in (2, 3) and shape[0] >= 32 and shape[1] >= 32
                and bool(np.all(np.asarray(spec['low']) == 0))
                and bool(np.all(np.asarray(spec['high']) == 255)))
-      return Box(shape, dtype, image)
+      return Box(shape, dtype, image, low=spec['low'], high=spec['high'])
     if kind == 'Discrete':
       return Discrete(int(spec['n']), int(spec.get('start', 0)), np.dtype(spec.get('dtype', 'int64')))
     if kind == 'MultiDiscrete':
