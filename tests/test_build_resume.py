@@ -153,3 +153,58 @@ def test_another_source_starts_over(builds, tmp_path):
   assert builds.run(data_dir, episodes=12) == 0  # Other settings: the kept shards are not used.
   got = build_helpers.built_episodes(str(_version_dir(data_dir)))
   assert [int(e['index']) for e in got] == list(range(12))
+
+
+D4RL_DUMMY = pathlib.Path(__file__).parents[1] / 'builders' / 'd4rl' / 'dummy_data'
+
+
+def test_ctrl_c_in_cli_build_says_what_was_kept_and_the_same_command_resumes(
+    tmp_path, monkeypatch, capsys):
+  from rlds_suite import cli  # pylint: disable=g-import-not-at-top
+  from rlds_suite.tfds import builder_base  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(builder_base.RLDSBuilder, 'writer_shard_bytes', 1)  # A shard per episode.
+  monkeypatch.setattr(writing, 'BATCH_BYTES', 1)  # Serialized as they come.
+  add = writing._Serializer.add  # pylint: disable=protected-access
+  calls = []
+
+  def interrupted_at_the_third(self, example):
+    calls.append(1)
+    if len(calls) == 3:
+      raise KeyboardInterrupt
+    yield from add(self, example)
+
+  command = ['build', 'd4rl/walker2d-random-v2', '--manual_dir', str(D4RL_DUMMY),
+             '--data_dir', str(tmp_path)]
+  monkeypatch.setattr(writing._Serializer, 'add', interrupted_at_the_third)  # pylint: disable=protected-access
+  assert cli.main(command) == 130
+  err = capsys.readouterr().err
+  assert 'stopped (SIGINT): 2 episodes in 2 shards kept in' in err
+  assert 'run the same command to resume' in err and 'Traceback' not in err
+  dataset = tmp_path / 'd4rl' / 'walker2d-random-v2'
+  assert sorted(os.listdir(dataset)) == [writing.WORK_DIR_PREFIX + '1.0.0']
+
+  monkeypatch.setattr(writing._Serializer, 'add', add)  # pylint: disable=protected-access
+  assert cli.main(command) == 0
+  assert 'resuming: 2 shards done (2 episodes)' in capsys.readouterr().err
+  assert sorted(os.listdir(dataset)) == ['1.0.0']
+
+
+def test_ctrl_c_before_any_shard_leaves_no_dataset_directory(tmp_path, monkeypatch, capsys):
+  from rlds_suite import cli  # pylint: disable=g-import-not-at-top
+
+  def interrupted(self, example):
+    raise KeyboardInterrupt
+    yield  # pylint: disable=unreachable
+
+  monkeypatch.setattr(writing._Serializer, 'add', interrupted)  # pylint: disable=protected-access
+  assert cli.main(['build', 'd4rl/walker2d-random-v2', '--manual_dir', str(D4RL_DUMMY),
+                   '--data_dir', str(tmp_path)]) == 130
+  assert 'nothing kept' in capsys.readouterr().err
+  assert not (tmp_path / 'd4rl').exists()
+
+
+def test_empty_incomplete_directories_of_a_killed_build_are_removed(builds, tmp_path):
+  stale = tmp_path / 'counting' / 'incomplete.AB12CD_1.0.0'
+  stale.mkdir(parents=True)
+  assert builds.run(tmp_path, episodes=3) == 0
+  assert sorted(os.listdir(tmp_path / 'counting')) == ['1.0.0']

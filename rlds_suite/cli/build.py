@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+import signal
+import sys
 
 from rlds_suite.cli import validate
 
@@ -36,10 +38,26 @@ def run(args) -> int:
                            download=args.download)
   from rlds_suite.tfds import beam  # pylint: disable=g-import-not-at-top
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
-  with beam.options_for(args.beam_runner, args.workers, shlex.split(args.beam_options)) as options:
-    builder = datasets.build(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir,
-                             beam_options=options)
+  try:
+    with beam.options_for(args.beam_runner, args.workers,
+                          shlex.split(args.beam_options)) as options:
+      builder = datasets.build(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir,
+                               beam_options=options)
+  except KeyboardInterrupt as e:
+    return _stopped(e)
   if getattr(builder, 'beam_log_path', None):
     print(f'Beam and worker logs: {builder.beam_log_path}')
   return validate.print_report(datasets.validate(builder, progress_bar=True),
                                data_dir=str(builder.data_dir))
+
+
+def _stopped(interrupt: KeyboardInterrupt) -> int:
+  """Ctrl-C or a stop signal: says what was kept; exit status 128 + the signal's number."""
+  from rlds_suite.tfds import writing  # pylint: disable=g-import-not-at-top
+  name = interrupt.signal_name if isinstance(interrupt, writing.BuildStopped) else 'SIGINT'
+  if isinstance(interrupt, writing.BuildStopped) and interrupt.shards:
+    print(f'stopped ({name}): {interrupt.episodes} episodes in {interrupt.shards} shards kept in '
+          f'{interrupt.directory}; run the same command to resume', file=sys.stderr)
+  else:
+    print(f'stopped ({name}) before a shard was complete: nothing kept', file=sys.stderr)
+  return 128 + int(getattr(signal, name))

@@ -44,6 +44,9 @@ class RLDSBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   # and the serialized bytes per shard.
   writer_workers: Optional[int] = None
   writer_shard_bytes: int = writing.SHARD_BYTES
+  # True: TFDS's own writer instead (per-example encoding, shuffling; not resumable), kept so that
+  # benchmarks can compare both in one run.
+  tfds_writer: bool = False
 
   def _log_download_bytes(self) -> None:
     """TFDS prints 'Downloading and preparing dataset Unknown size ...' before every build: a
@@ -94,7 +97,7 @@ class RLDSBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """Splits given as example generators are written by rlds_suite.tfds.writing (resumable,
     parallel); anything else (Beam transforms) the way TFDS writes it."""
     splits = self._split_generators(dl_manager)
-    if not (isinstance(splits, dict) and splits and all(
+    if self.tfds_writer or not (isinstance(splits, dict) and splits and all(
         isinstance(examples, (types.GeneratorType, list, tuple)) for examples in splits.values())):
       return super()._generate_splits(dl_manager, download_config)
     self.info.as_proto.disable_shuffling = True  # Written in the order generated.

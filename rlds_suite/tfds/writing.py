@@ -240,7 +240,7 @@ class _Serializer:
       return
     with _main_module_hidden():  # A submit may start a worker.
       self._in_flight.append(self._pool.submit(episode_wire.serialize, self._plan, batch))
-    while len(self._in_flight) > 2 * self._workers or (
+    while len(self._in_flight) > self._workers or (
         self._in_flight and self._in_flight[0].done()):
       yield from self._in_flight.popleft().result()
 

@@ -1,0 +1,155 @@
+"""DQN Replay built without Beam: rows/s and peak memory of the process tree, against the floor and
+TFDS's own writer, same files, same run.
+
+  python benchmarks/build_dqn_replay_direct.py [--rows 100000 1000000] [--rounds 2]
+      [--tfds_rows 100000] [--workers N]
+
+Checkpoints come from benchmarks/dqn_replay_data.py (/work/bench_data/dqn_replay/NAME, NAME = ROWS
+or 5x1000000; written first when missing: minutes per million rows). Each measurement is a fresh
+process whose process tree's summed RSS is sampled every 0.1 s (workers included):
+  floor   gunzip + np.frombuffer of the checkpoint's four files, in 1024-row blocks, no writing
+  direct  the dqn_replay builder with beam=False: rlds_suite.tfds.writing (batch-per-field wire
+          serialization in --workers processes, resumable shards)
+  tfds    the same builder with TFDS's own writer (per-example encoding, shuffle buffer), the path
+          the issue measured at 1,560 rows/s; only at --tfds_rows (it takes ~10 min per 1M rows)
+Rounds alternate the kinds; medians [min..max] over rounds; ratios are paired by round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import dqn_replay_data  # pylint: disable=g-import-not-at-top
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+FIELDS = ('observation', 'action', 'reward', 'terminal')
+
+
+def floor(manual_dir: str) -> int:
+  """Inflates every store file of the run into arrays, block by block; returns rows read."""
+  logs = pathlib.Path(manual_dir) / 'Pong' / '1' / 'replay_logs'
+  rows = 0
+  for path in sorted(logs.glob('$store$_*_ckpt.*.gz')):
+    with gzip.open(path, 'rb') as f:
+      np.lib.format.read_magic(f)
+      shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+      row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+      while True:
+        data = f.read(1024 * row_bytes)
+        if not data:
+          break
+        np.frombuffer(data, dtype=dtype)
+    rows += shape[0] if 'terminal' in path.name else 0
+  return rows
+
+
+def build(manual_dir: str, data_dir: str, kind: str, workers: int) -> int:
+  """Builds dqn_replay/Pong-run1 without Beam; returns the steps written."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  import rlds_suite  # pylint: disable=g-import-not-at-top,unused-import
+  from rlds_suite.tfds import beam  # pylint: disable=g-import-not-at-top
+  builder = tfds.builder('dqn_replay/Pong-run1', data_dir=data_dir, beam=False)
+  builder.tfds_writer = kind == 'tfds'
+  builder.writer_workers = workers
+  builder.download_and_prepare(download_config=beam.download_config(manual_dir))
+  return builder.info.splits['train'].num_examples
+
+
+def child(kind: str, manual_dir: str, data_dir: str, workers: int) -> None:
+  started = time.perf_counter()
+  count = floor(manual_dir) if kind == 'floor' else build(manual_dir, data_dir, kind, workers)
+  print(json.dumps({'seconds': time.perf_counter() - started, 'count': count}))
+
+
+def measure(kind: str, manual_dir: pathlib.Path, workers: int) -> dict:
+  """Runs one measurement in a fresh process; its result plus the sampled process-tree peak."""
+  import psutil  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory(dir='/tmp') as data_dir:
+    process = subprocess.Popen(
+        [sys.executable, __file__, '--child', kind, str(manual_dir), data_dir, str(workers)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    root, peak, samples = psutil.Process(process.pid), 0, []
+    started = time.perf_counter()
+    while process.poll() is None:
+      total = 0
+      try:
+        for p in [root] + root.children(recursive=True):
+          total += p.memory_info().rss
+      except psutil.NoSuchProcess:
+        pass
+      peak = max(peak, total)
+      samples.append((time.perf_counter() - started, total))
+      time.sleep(0.1)
+    out = process.stdout.read()
+    if process.returncode:
+      raise RuntimeError(f'{kind} failed with exit {process.returncode}')
+  result = json.loads(out.strip().splitlines()[-1])
+  # Growth: the peak over the last half of the run against the first half's (after start-up).
+  half = [rss for t, rss in samples if t > samples[-1][0] / 2]
+  first = [rss for t, rss in samples if samples[-1][0] / 10 < t <= samples[-1][0] / 2]
+  result.update(peak_bytes=peak,
+                growth_bytes=(max(half) - max(first)) if half and first else 0)
+  return result
+
+
+def spread(values: list[float], digits: str = '.3g') -> str:
+  return (f'{statistics.median(values):{digits}} [{min(values):{digits}}..'
+          f'{max(values):{digits}}]')
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--rows', type=int, nargs='+', default=[100_000, 1_000_000])
+  parser.add_argument('--five', action='store_true', help='also 5 checkpoints of 1M rows')
+  parser.add_argument('--tfds_rows', type=int, nargs='*', default=[100_000])
+  parser.add_argument('--rounds', type=int, default=2)
+  parser.add_argument('--workers', type=int, default=os.cpu_count() or 1)
+  parser.add_argument('--out', type=pathlib.Path, default=dqn_replay_data.DEFAULT_OUT)
+  parser.add_argument('--child', nargs=4, help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.child:
+    kind, manual_dir, data_dir, workers = args.child
+    child(kind, manual_dir, data_dir, int(workers))
+    return
+  print(f'load {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} cores, {args.workers} workers')
+  sets = [(rows, 1) for rows in args.rows] + ([(1_000_000, 5)] if args.five else [])
+  for rows, checkpoints in sets:
+    manual_dir = dqn_replay_data.run_dir(args.out, rows, checkpoints)
+    if not dqn_replay_data.ready_file(args.out, rows, checkpoints).exists():
+      dqn_replay_data.write_run(args.out, rows, checkpoints)
+    total = rows * checkpoints
+    kinds = ['floor', 'direct'] + (['tfds'] if total in args.tfds_rows else [])
+    results: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    for _ in range(args.rounds):
+      for kind in kinds:
+        results[kind].append(measure(kind, manual_dir, args.workers))
+    print(f'{dqn_replay_data.name(rows, checkpoints)} rows:')
+    for kind in kinds:
+      runs = results[kind]
+      print(f'  {kind:6s}: {spread([total / r["seconds"] for r in runs], ",.0f")} rows/s; '
+            f'process-tree peak {spread([r["peak_bytes"] / 2**20 for r in runs], ",.0f")} MiB; '
+            f'growth second half vs first {spread([r["growth_bytes"] / 2**20 for r in runs], ",.0f")} MiB')
+    direct = results['direct']
+    for baseline in kinds:
+      if baseline == 'direct':
+        continue
+      ratios = [b['seconds'] / d['seconds'] for d, b in zip(direct, results[baseline])
+                if d['seconds'] > 0 and b['seconds'] > 0]
+      if ratios:
+        print(f'  direct / {baseline} rate: {spread(ratios)}x (paired by round)')
+
+
+if __name__ == '__main__':
+  main()
