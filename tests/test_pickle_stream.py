@@ -101,3 +101,18 @@ def test_object_shared_between_items_is_refused():
   data = pickle.dumps([{'a': shared}, {'a': shared}], protocol=4)
   with pytest.raises(errors.SchemaError, match='item 1 refers to an object of an earlier item'):
     _stream(data)
+
+
+def test_byte_claims_past_the_bound_are_refused_in_the_first_pass():
+  claim = b'\x80\x04](\x8e' + (1 << 40).to_bytes(8, 'little') + b'abce.'
+  with pytest.raises(errors.CorruptFileError,
+                     match='test.pkl: opcode 3 claims 1099511627776 bytes, more than the 99'):
+    list(pickle_stream.iter_list_items(lambda: io.BytesIO(claim), source='test.pkl', max_bytes=99))
+
+
+def test_an_item_holding_an_array_without_its_data_is_refused():
+  """np.savez's object array awaits its BUILD while its items are handed out; an item may not."""
+  empty = (b'cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85C\x01b\x87R')
+  with pytest.raises(errors.UnsafePickleError, match='test.pkl: item 0 holds an array or dtype '
+                                                     'made without its data'):
+    _stream(b'\x80\x02](' + empty + b'K\x01e.')

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from rlds_suite.core import errors
-from rlds_suite.core import pickle_stream
 from rlds_suite.core import safe_pickle
 from tests.fixtures import write_malicious_pickles as corpus
 
@@ -146,9 +145,6 @@ def test_byte_claims_are_refused_before_allocating(tmp_path):
   finally:
     tracemalloc.stop()
   assert peak < 64 << 20, peak  # Read in chunks, not a 16 GiB buffer up front.
-  with pytest.raises(errors.CorruptFileError, match='claims 1099511627776 bytes, more than the 99'):
-    list(pickle_stream.iter_list_items(lambda: io.BytesIO(b'\x80\x04]' + claim[2:]), source='x',
-                                       max_bytes=99))
 
 
 def test_stop_must_end_a_finished_pickle():
