@@ -95,3 +95,15 @@ def test_names_are_checked_with_suggestions():
   with pytest.raises(errors.SchemaError, match='is a file'):
     registry.check_source(os.path.join(REPO, 'setup.cfg'))
   registry.check_source(REPO)  # A directory: what it holds is checked when it is read.
+
+
+@pytest.mark.parametrize('name, action', [
+    ('dqn_replay/Pong-run1', {'discrete': {'n': 18, 'start': 0}}),
+    ('rlds_suite_rlu_atari/Pong_run_1', {'discrete': {'n': 18, 'start': 0}}),
+    ('imitation_rollouts/cartpole', {'discrete': {'n': 2, 'start': 0}}),
+    ('d4rl/hopper-medium-v2', {'box': {'low': -1.0, 'high': 1.0}}),
+])
+def test_builders_declare_their_action_spaces(name, action, tmp_path):
+  """What validate checks actions against (core/spaces), kept in the dataset metadata."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  assert tfds.builder(name, data_dir=str(tmp_path)).info.metadata['spaces']['action'] == action

@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import episodes
 from rlds_suite import scores
 from rlds_suite.core import errors
+from rlds_suite.core import spaces
 from rlds_suite.readers import dqn_replay
 from rlds_suite.readers import dqn_replay_spans
 from rlds_suite.tfds import beam as rlds_beam
@@ -118,7 +119,8 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
             observation_is_copy=dqn_replay.POLICY.marks_copies),
         metadata=tfds.core.MetadataDict(game=cfg.game, run=cfg.run,
                                         checkpoints=list(cfg.checkpoints or []),
-                                        **scores.atari_metadata(cfg.game)),
+                                        **scores.atari_metadata(cfg.game),
+                                        **spaces.as_metadata(action=spaces.ATARI_ACTIONS)),
         homepage='https://research.google/tools/datasets/dqn-replay/',
     )
 

@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import episodes
 from rlds_suite import scores
 from rlds_suite.core import errors
+from rlds_suite.core import spaces
 from rlds_suite.readers import rl_unplugged
 from rlds_suite.tfds import beam as rlds_beam
 from rlds_suite.tfds import builder_base
@@ -78,7 +79,8 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
             },
             observation_is_copy=rl_unplugged.ATARI_POLICY.marks_copies),
         metadata=tfds.core.MetadataDict(game=cfg.game, run=cfg.run,
-                                        **scores.atari_metadata(cfg.game)),
+                                        **scores.atari_metadata(cfg.game),
+                                        **spaces.as_metadata(action=spaces.ATARI_ACTIONS)),
         homepage='https://github.com/deepmind/deepmind-research/tree/master/rl_unplugged',
     )
 

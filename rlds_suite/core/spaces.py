@@ -31,6 +31,9 @@ class Box:
   high: Any
 
 
+# The full ALE action set: any Atari game's (minimal) actions are indices below 18.
+ATARI_ACTIONS = Discrete(18)
+
 # A space, or {key: Space} for dict values.
 Space = Union[Discrete, Box, Mapping[str, Any]]
 
