@@ -10,9 +10,14 @@ rows/s for:
       tensorflow_datasets.d4rl.dataset_utils.generate_examples, each generator fully consumed;
   (b) generation + TFDS feature encoding + tf.train.Example serialization, each with its own
       builder's features (ours: d4rl/walker2d-random-v2; TFDS: d4rl_mujoco_walker2d/v2-random);
-  (c) ours end to end: download_and_prepare from a manual dir (writing shards, shuffling, stats).
-Each timing is the best of its repeats, which alternate between ours and TFDS's, after one
-warm-up example each (lazy TensorFlow imports). Wall and CPU time are both shown: CPU time is the
+  (c) the full build: ours = the d4rl builder's download_and_prepare from a manual dir (its
+      writer: rlds_suite.tfds.writing, batch-per-field serialization in one worker per core);
+      TFDS's = tensorflow_datasets.d4rl's generate_examples -> its builder's features -> TFDS's
+      writer (store_as_tfds_dataset: per-example encoding, shuffling), i.e. what TFDS's
+      d4rl_mujoco_walker2d build runs once its file is downloaded. Repeats alternate; rows/s
+      median [min..max]; the speed-up is paired by repeat.
+Timings in (a) and (b) are the best of their repeats, which alternate between ours and TFDS's,
+after one warm-up example each (lazy TensorFlow imports). Wall and CPU time are both shown: CPU time is the
 steadier measure on a shared machine, wall time the one that counts our parallel HDF5 reads.
 """
 
@@ -21,6 +26,8 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import shutil
+import statistics
 import tempfile
 import time
 from typing import Callable, Iterable
@@ -100,12 +107,37 @@ def encoder(features: tfds.features.FeaturesDict) -> Callable:
   return lambda example: serializer.serialize_example(features.encode_example(example))
 
 
+def build_ours(manual_dir: pathlib.Path, data_dir: str, _) -> int:
+  """Our d4rl builder, as `rlds-suite build` runs it (rlds_suite.tfds.writing, one worker per
+  core)."""
+  builder = d4rl_dataset_builder.Builder(config=CONFIG, data_dir=data_dir)
+  builder.download_and_prepare(
+      download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
+  return builder.info.splits['train'].num_examples
+
+
+def build_tfds(manual_dir: pathlib.Path, data_dir: str,
+               features: tfds.features.FeaturesDict) -> int:
+  """TFDS's own D4RL converter on the same file: its example generator, its builder's features
+  and its writer (what its builder's download_and_prepare runs after the download)."""
+  examples = dataset_utils.generate_examples(str(manual_dir / FILE_NAME))
+  builder = tfds.dataset_builders.store_as_tfds_dataset(
+      name='d4rl_mujoco_walker2d', version='2.0.0', features=features,
+      split_datasets={'train': examples}, data_dir=data_dir)
+  return builder.info.splits['train'].num_examples
+
+
+def spread(values: list[float]) -> str:
+  return f'{statistics.median(values):,.3g} [{min(values):,.3g}..{max(values):,.3g}]'
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--steps', type=int, default=1_000_000)
   parser.add_argument('--repeats', type=int, default=3, help='for (a)')
   parser.add_argument('--encode_repeats', type=int, default=2, help='for (b)')
   parser.add_argument('--no_prepare', action='store_true', help='skip (c)')
+  parser.add_argument('--build_repeats', type=int, default=3, help='for (c)')
   args = parser.parse_args()
 
   with tempfile.TemporaryDirectory() as tmp:
@@ -140,13 +172,21 @@ def main() -> None:
             f'{best["tfds"][1] / best["ours"][1]:.2f}x CPU')
 
     if not args.no_prepare:
-      builder = d4rl_dataset_builder.Builder(config=CONFIG, data_dir=os.path.join(tmp, 'prepared'))
-      start = time.perf_counter()
-      builder.download_and_prepare(
-          download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
-      seconds = time.perf_counter() - start
-      print(f'(c) download_and_prepare ours: {seconds:8.2f}s  {args.steps / seconds:12,.0f} rows/s '
-            f'({builder.info.splits["train"].num_examples} episodes)')
+      seconds = {'ours': [], 'tfds': []}
+      for repeat in range(args.build_repeats):
+        for label, build in (('ours', build_ours), ('tfds', build_tfds)):
+          data_dir = os.path.join(tmp, f'{label}-{repeat}')
+          start = time.perf_counter()
+          episodes = build(manual_dir, data_dir, theirs.info.features)
+          seconds[label].append(time.perf_counter() - start)
+          shutil.rmtree(data_dir)
+        print(f'(c) repeat {repeat}: ours {seconds["ours"][-1]:.1f}s, tfds {seconds["tfds"][-1]:.1f}s '
+              f'({episodes} episodes)', flush=True)
+      for label, values in seconds.items():
+        print(f'(c) full build {label}: {spread([args.steps / v for v in values])} rows/s')
+      ratios = [t / o for o, t in zip(seconds['ours'], seconds['tfds'])]
+      print(f'(c) full build speed-up ours/tfds: {spread(ratios)}x (paired by repeat; load '
+            f'{os.getloadavg()[0]:.1f})')
 
 
 if __name__ == '__main__':
