@@ -169,3 +169,29 @@ class ServerThread:
 
   def __exit__(self, *exc: Any) -> None:
     self.close()
+
+
+def start_process(data_dir: str) -> tuple[Any, str]:
+  """A real `rlds-suite creator` process on a free loopback port (for signals and fresh-process
+  behaviour): the Popen and its URL. `until_up` waits for it to answer."""
+  import socket  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'rlds_suite', 'creator', '--port', str(port), '--data_dir', data_dir,
+       '--token', TOKEN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  return process, f'http://127.0.0.1:{port}'
+
+
+async def until_up(session: Any, url: str) -> None:
+  import aiohttp  # pylint: disable=g-import-not-at-top
+  for _ in range(600):
+    try:
+      await session.get(f'{url}/')
+      return
+    except aiohttp.ClientConnectionError:
+      await asyncio.sleep(0.2)
+  raise AssertionError(f'the creator at {url} did not answer')

@@ -399,26 +399,12 @@ def test_killed_server_keeps_every_played_step(tmp_path):
   episode, the one that ended but had no verdict yet (the player, reconnecting, is asked for it),
   and the one in flight, ABANDONED with the steps spooled before the kill (downloadable)."""
   import signal  # pylint: disable=g-import-not-at-top
-  import socket  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
   import aiohttp  # pylint: disable=g-import-not-at-top
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-  url = f'http://127.0.0.1:{port}'
-  process = subprocess.Popen(
-      [sys.executable, '-m', 'rlds_suite', 'creator', '--port', str(port), '--data_dir',
-       str(tmp_path), '--token', h.TOKEN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  process, url = h.start_process(str(tmp_path))
   try:
     async def play():
       async with aiohttp.ClientSession() as session:
-        for _ in range(600):
-          try:
-            await session.get(f'{url}/')
-            break
-          except aiohttp.ClientConnectionError:
-            await asyncio.sleep(0.2)
+        await h.until_up(session, url)
         study = await (await session.post(f'{url}/api/studies', headers=h.designer(), json={
             'name': 'crash', 'environments': [h.CARTPOLE], 'active': True})).json()
         env_id = study['environments'][0]['id']

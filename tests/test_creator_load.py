@@ -116,16 +116,8 @@ def test_twenty_players_join_at_once_on_a_fresh_server(tmp_path):
   CartPole (rendered with pygame) at the same instant: every one gets the game and plays, and no
   episode is left PLAYING."""
   import signal  # pylint: disable=g-import-not-at-top
-  import socket  # pylint: disable=g-import-not-at-top
   import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-  url = f'http://127.0.0.1:{port}'
-  process = subprocess.Popen(
-      [sys.executable, '-m', 'rlds_suite', 'creator', '--port', str(port), '--data_dir',
-       str(tmp_path), '--token', h.TOKEN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  process, url = h.start_process(str(tmp_path))
 
   async def one(session, study, token, seed):
     async with session.ws_connect(f'{url}/ws/play/{study["id"]}') as ws:
@@ -140,12 +132,7 @@ def test_twenty_players_join_at_once_on_a_fresh_server(tmp_path):
 
   async def body():
     async with aiohttp.ClientSession() as session:
-      for _ in range(600):
-        try:
-          await session.get(f'{url}/')
-          break
-        except aiohttp.ClientConnectionError:
-          await asyncio.sleep(0.2)
+      await h.until_up(session, url)
       study = await (await session.post(f'{url}/api/studies', headers=h.designer(), json={
           'name': 'rush', 'environments': [ENV], 'record_frames': True, 'active': True})).json()
       tokens = []
