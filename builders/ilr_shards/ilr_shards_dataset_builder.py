@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import pathlib
 from typing import Optional
 
@@ -38,16 +39,23 @@ def config_for(data_type: str, layout: tasks.TaskLayout) -> ShardsConfig:
 def configs_found(root: pathlib.Path) -> list[ShardsConfig]:
   """A config for every processed/<type>/<benchmark>/<task>/ directory holding shards below
   `root` (or root/data): the declared layout where there is one, else the one the first shard's
-  metadata describes. Build one with tfds.builder('ilr_shards', config=...)."""
+  metadata describes; a task that cannot be read (no declared semantics, an unsupported space) is
+  skipped with a warning naming its directory. Build one with tfds.builder('ilr_shards', config=...)."""
   root = pathlib.Path(root)
   configs = {}
   for base in (root / 'processed', root / 'data' / 'processed'):
     for directory in sorted(base.glob('*/*/*')):
       shards = sorted(directory.glob('*.tar.zst'))
       data_type, benchmark, task = directory.parts[-3:]
-      if shards and (data_type, benchmark, task) not in configs:
+      if not shards or (data_type, benchmark, task) in configs:
+        continue
+      try:
         layout = tasks.layout(benchmark, task) or il_representations.layout_of(shards[0])
-        configs[(data_type, benchmark, task)] = config_for(data_type, layout)
+        il_representations.semantics_of({'benchmark_name': layout.benchmark})
+      except errors.RLDSSuiteError as e:  # One unsupported task does not hide the others.
+        logging.warning('ilr_shards: skipping %s: %s', directory, e)
+        continue
+      configs[(data_type, benchmark, task)] = config_for(data_type, layout)
   return list(configs.values())
 
 

@@ -22,7 +22,7 @@ REAL = pathlib.Path(__file__).resolve().parents[2].parent / 'shared' / 'real_dat
 class IlrShardsTest(tfds.testing.DatasetBuilderTestCase):
   DATASET_CLASS = ilr_shards_dataset_builder.Builder
   BUILDER_CONFIG_NAMES_TO_TEST = ['demos-atari-PongNoFrameskip-v4', 'demos-dm_control-reacher-easy',
-                                  'demos-procgen-coinrun']
+                                  'demos-procgen-coinrun', 'demos-magical-MoveToRegion']
   SPLITS = {'train': 2}
   SKIP_CHECKSUMS = True
 
@@ -98,6 +98,43 @@ def test_procgen_next_episode_frames_and_crossing_stacks(tmp_path):
   np.testing.assert_array_equal(second[fields.OBSERVATION][0][:9], first[fields.OBSERVATION][2][3:])
 
 
+def test_magical_demos_end_truncated_on_their_final_observation(tmp_path):
+  """MAGICAL shards (il-representations' magical_envs.load_data): a done on each demo's last
+  transition, next_obs the following stack, so the final observation is kept; demos end by
+  MAGICAL's step budget, a truncation, as magical_demos builds them."""
+  eps, report = _episodes(tmp_path / 'data', DUMMY, 'demos-magical-MoveToRegion')
+  report.raise_if_invalid()
+  _, native = il_representations.read_shard(DUMMY / 'processed/demos/magical/MoveToRegion/demos.tar.zst')
+  assert [len(e[fields.STEPS][fields.ACTION]) for e in eps] == [4, 3]
+  for episode, rows in zip(eps, (slice(0, 3), slice(3, 5))):
+    steps = episode[fields.STEPS]
+    assert steps[fields.OBSERVATION].shape[1:] == (12, 96, 96)
+    np.testing.assert_array_equal(steps[fields.OBSERVATION][:-1], native['obs'][rows])
+    np.testing.assert_array_equal(steps[fields.OBSERVATION][-1], native['next_obs'][rows][-1])
+    np.testing.assert_array_equal(steps[fields.ACTION][:-1], native['acts'][rows])
+    assert not steps[fields.IS_TERMINAL].any() and steps[fields.IS_LAST][-1]
+    np.testing.assert_array_equal(steps[fields.DISCOUNT], 1)
+    assert json.loads(episode['env_cfg'])['magical_preproc'] == 'LoResCHW4E'
+
+
+def test_configs_found_skips_an_unsupported_task_and_names_it(tmp_path, caplog):
+  from rlds_suite.exports import il_representations as export  # pylint: disable=g-import-not-at-top
+  root = tmp_path / 'root'
+  shutil.copytree(DUMMY / 'processed', root / 'processed')
+  meta = {'env_cfg': {'benchmark_name': 'minecraft', 'task_name': 'Treechop'},
+          'action_space': export.discrete_space(3),
+          'observation_space': export.box_space(np.zeros((3, 8, 8), np.uint8),
+                                                np.full((3, 8, 8), 255, np.uint8)),
+          'color_space': export.color_space('RGB')}
+  frames = [{'obs': np.zeros((3, 8, 8), np.uint8), 'next_obs': np.zeros((3, 8, 8), np.uint8),
+             'acts': np.int64(0), 'dones': np.bool_(True)}]
+  export.write_frames(root / 'processed/demos/minecraft/Treechop/a.tar.zst', meta, frames)
+  with caplog.at_level('WARNING'):
+    names = [c.name for c in ilr_shards_dataset_builder.configs_found(root)]
+  assert 'demos-magical-MoveToRegion' in names and not any('minecraft' in n for n in names)
+  assert 'minecraft/Treechop' in caplog.text and "'minecraft'" in caplog.text
+
+
 def test_bad_input_is_named_and_leaves_no_dataset(tmp_path):
   with pytest.raises(errors.EmptyInputError, match='no \\*.tar.zst shards'):
     datasets.build('ilr_shards/demos-procgen-ninja', manual_dir=str(DUMMY),
@@ -140,7 +177,8 @@ def test_configs_found_for_undeclared_tasks(tmp_path):
                       meta, frames)
   configs = {c.name: c for c in ilr_shards_dataset_builder.configs_found(root)}
   assert sorted(configs) == ['demos-atari-PongNoFrameskip-v4', 'demos-dm_control-reacher-easy',
-                             'demos-procgen-coinrun', 'random-atari-SpaceInvadersNoFrameskip-v4']
+                             'demos-magical-MoveToRegion', 'demos-procgen-coinrun',
+                             'random-atari-SpaceInvadersNoFrameskip-v4']
   found = configs['random-atari-SpaceInvadersNoFrameskip-v4'].layout
   assert (found.observation_shape, found.num_actions, found.color_space) == ((4, 84, 84), 6, 'GRAY')
   builder = datasets.build('ilr_shards', manual_dir=str(root), data_dir=str(tmp_path / 'data'),

@@ -23,6 +23,10 @@ Declared per benchmark (`SEMANTICS`), since `dones` cannot tell:
     episode's first steps hold frames of the episode before. The final observation of a procgen
     episode was therefore never kept (the last step is the last real step), and observations are
     kept as recorded, stacks included.
+  * MAGICAL shards (il-representations' magical_envs.load_data) hold each demo's observations
+    with next_obs = the following observation and a done on its last transition, so the final
+    observation is kept; MAGICAL ends an episode only when its step budget runs out (no absorbing
+    state), so every demo ends by truncation, as `magical_demos` builds the same demos.
   * `infos` of dm_control shards carry the physics state (`internal_state`) and the environment's
     discount; they become the step field `internal_state` and the step discount.
 """
@@ -70,6 +74,9 @@ SEMANTICS = {
     'atari': ShardSemantics(BoundaryPolicy(FinalObservation.NEXT_OBSERVATIONS),
                             split_where_observations_jump=True),
     # next_obs at a done is the next episode's first frame: the final observation was not kept.
+    'magical': ShardSemantics(
+        BoundaryPolicy(FinalObservation.NEXT_OBSERVATIONS, ending_rule=EndingRule.ALWAYS_TRUNCATED),
+        split_where_observations_jump=False),
     'procgen': ShardSemantics(
         BoundaryPolicy(FinalObservation.NOT_STORED, ending_rule=EndingRule.TIME_LIMIT,
                        time_limit=PROCGEN_TIME_LIMIT),

@@ -13,10 +13,11 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-ATARI, DM_CONTROL, PROCGEN = 'atari', 'dm_control', 'procgen'
+ATARI, DM_CONTROL, PROCGEN, MAGICAL = 'atari', 'dm_control', 'procgen', 'magical'
 
 # env_cfg keys that change what a shard's frames hold, per benchmark.
-PREPROCESSING_KEYS = {DM_CONTROL: ('dm_control_frame_stack',), PROCGEN: ('procgen_frame_stack',)}
+PREPROCESSING_KEYS = {DM_CONTROL: ('dm_control_frame_stack',), PROCGEN: ('procgen_frame_stack',),
+                      MAGICAL: ('magical_preproc',)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,13 +44,17 @@ class TaskLayout:
 # il-representations' env_cfg defaults: Atari frames are 4 stacked 84x84 grayscale frames
 # (AtariWrapper + VecFrameStack(4)); dm_control 3 stacked 100x100 RGB frames
 # (dm_control_frame_stack=3); procgen 4 stacked 64x64 RGB frames (procgen_frame_stack=4), 15
-# actions in every game.
+# actions in every game; MAGICAL LoResCHW4E (magical_preproc) 4 stacked egocentric 96x96 RGB
+# frames, 18 actions in every task.
 _ATARI_GAMES = {'PongNoFrameskip-v4': 6, 'BreakoutNoFrameskip-v4': 4}
 _DM_CONTROL_TASKS = {'finger-spin': 2, 'cheetah-run': 6, 'walker-walk': 6, 'cartpole-swingup': 1,
                      'reacher-easy': 2, 'ball-in-cup-catch': 2}
 PROCGEN_GAMES = ('bigfish', 'bossfight', 'caveflyer', 'chaser', 'climber', 'coinrun', 'dodgeball',
                  'fruitbot', 'heist', 'jumper', 'leaper', 'maze', 'miner', 'ninja', 'plunder',
                  'starpilot')
+
+MAGICAL_TASKS = ('MoveToCorner', 'MoveToRegion', 'MatchRegions', 'MakeLine', 'FixColour', 'FindDupe',
+                 'ClusterColour', 'ClusterShape')
 
 LAYOUTS: dict[tuple[str, str], TaskLayout] = {}
 for _game, _n in _ATARI_GAMES.items():
@@ -62,6 +67,11 @@ for _task, _dim in _DM_CONTROL_TASKS.items():
 for _game in PROCGEN_GAMES:
   LAYOUTS[(PROCGEN, _game)] = TaskLayout(PROCGEN, _game, (12, 64, 64), num_actions=15,
                                         preprocessing={'procgen_frame_stack': 4})
+
+
+for _task in MAGICAL_TASKS:
+  LAYOUTS[(MAGICAL, _task)] = TaskLayout(MAGICAL, _task, (12, 96, 96), num_actions=18,
+                                        preprocessing={'magical_preproc': 'LoResCHW4E'})
 
 
 def layout(benchmark: str, task: str) -> Optional[TaskLayout]:
