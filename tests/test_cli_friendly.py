@@ -66,6 +66,7 @@ EARLY_MISTAKES = [
 
 # Mistakes met once the command's library is imported.
 LATE_MISTAKES = [
+    (['convert', 'no_such_logs', '--out', '/nonexistent/out'], 'no_such_logs: not a directory'),
     (['stream', '--config', '[{]'], '--config: not JSON: Expecting property name'),
     (['stream', '--config', '[{}]', '--register', 'demos/magical=/tmp'],
      "--register: expected TYPE/BENCHMARK/TASK=PATH, got 'demos/magical=/tmp'"),

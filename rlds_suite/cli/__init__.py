@@ -17,6 +17,8 @@ from rlds_suite.compat import quiet_tensorflow
 from rlds_suite.core import errors
 
 # Command modules under rlds_suite.cli, in the order `--help` lists them.
+# Commands whose `source` is a dataset directory or a registered name, checked before TensorFlow.
+DATASET_COMMANDS = ('validate', 'export', 'show', 'stats', 'verify')
 COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'recover', 'convert', 'export', 'creator', 'list', 'show', 'stats', 'verify')
 
 
@@ -51,7 +53,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   # (counts without totals) give way to ours.
   post_import.when_imported('tensorflow_datasets', lambda tfds: tfds.disable_progress_bar())
   try:
-    if isinstance(getattr(args, 'source', None), str):  # A dataset directory or registered name.
+    if args.command in DATASET_COMMANDS:  # Their source: a dataset directory or registered name.
       from rlds_suite.tfds import registry  # pylint: disable=g-import-not-at-top
       registry.check_source(args.source)
     return int(args.func(args) or 0)
