@@ -506,3 +506,62 @@ def test_reconnecting_player_gets_the_same_episode(tmp_path):
   assert rows[0]['state'] == storage_lib.COMPLETED and rows[0]['num_steps'] == len(actions) + 1
   steps = load_steps(os.path.join(tmp_path, rows[0]['dataset']))[rows[0]['id']]['steps']
   np.testing.assert_array_equal(steps['action'][:len(actions)], actions)
+
+
+def test_environment_failures_are_told_and_nothing_stays_playing(tmp_path, monkeypatch):
+  """An environment that fails to start, or fails mid-episode, tells its player in words; the steps
+  played before the failure are kept (ABANDONED) and no episode stays PLAYING."""
+  from rlds_suite.creator import sessions  # pylint: disable=g-import-not-at-top
+  make = sessions.make_environment
+  failing = {'start': False}
+
+  class Exploding:
+    """CartPole whose third step raises."""
+
+    def __init__(self, env):
+      self._env, self._steps = env, 0
+
+    def step(self, action):
+      self._steps += 1
+      if self._steps == 3:
+        raise RuntimeError('the physics exploded')
+      return self._env.step(action)
+
+    def __getattr__(self, name):
+      return getattr(self._env, name)
+
+  def flaky(env_row):
+    if failing['start']:
+      raise RuntimeError('no display')
+    return Exploding(make(env_row))
+  monkeypatch.setattr(sessions, 'make_environment', flaky)
+
+  async def body():
+    async with h.running(str(tmp_path)) as client:
+      study = await h.make_study(client, record_frames=False)
+      env_id = study['environments'][0]['id']
+      _, token = await h.enroll(client, study)
+      failing['start'] = True  # It worked when the study was saved; not when played.
+      p = await h.Player.connect(client, study['id'], token)
+      await p.send(type='start', environment_id=env_id)
+      error = (await p.until('error'))['error']
+      assert 'could not be started: no display' in error and 'RuntimeError' not in error
+      failing['start'] = False
+      await p.start(env_id)
+      await p.step(LEFT)
+      await p.step(RIGHT)
+      await p.send(type='step', keys=LEFT)
+      error = await p.until('error')
+      assert error['fatal'] and 'failed: the physics exploded' in error['error']
+      await p.send(type='ping')
+      await p.until('pong')  # The socket stays.
+      await p.ws.close()
+      for _ in range(300):
+        rows = await (await client.get(f'/api/episodes?study={study["id"]}',
+                                       headers=h.designer())).json()
+        if rows and all(r['state'] in storage_lib.FINAL_STATES for r in rows):
+          break
+        await asyncio.sleep(0.1)
+      return rows
+  (row,) = run(body())
+  assert row['state'] == storage_lib.ABANDONED and row['stored'] and row['num_steps'] == 3
