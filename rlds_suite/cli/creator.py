@@ -20,7 +20,8 @@ def register(subparsers) -> None:
                       help='designer token (default: $RLDS_CREATOR_TOKEN, else generated and '
                       'printed)')
   parser.add_argument('--pause_timeout', type=float, default=300.0,
-                      help='seconds a paused episode waits before it is ABANDONED')
+                      help='seconds a paused episode, or one whose connection dropped, waits '
+                      'for its player before it is ABANDONED')
   parser.set_defaults(func=run)
 
 

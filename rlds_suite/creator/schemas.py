@@ -124,12 +124,6 @@ def check_fields(data: Any, schema: Mapping[str, Any], what: str) -> dict[str, A
   return out
 
 
-def required(data: Mapping[str, Any], *keys: str, what: str) -> None:
-  missing = [k for k in keys if k not in data]
-  if missing:
-    raise errors.SchemaError(f'missing {", ".join(missing)}', field=what)
-
-
 # HTTP bodies.
 _NAME, _TEXT = text(100), text(20000)
 ENVIRONMENT = {'id': optional(identifier()), 'name': optional(_NAME), 'spec': text(200),

@@ -380,6 +380,7 @@ function connect() {
 function send(message) { if (play.ws && play.ws.readyState === 1) play.ws.send(JSON.stringify(message)); }
 
 function setOverlay() {
+  $('cancel-button').hidden = play.ended;
   const text = play.paused ? 'Paused: press ESC to go on' : play.waiting && !play.ended ? 'Press any key to start' : '';
   showText($('overlay'), text);
   $('paused').textContent = play.paused ? 'PAUSED' : '';
