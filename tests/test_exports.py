@@ -177,15 +177,18 @@ def test_real_shard_to_rlds_to_shard_to_rlds(real_data, tmp_path, suite, task):
       assert dumps(mine) == dumps(authors)
     assert extra == []
   else:
-    # The Pong shard has no dones (two recordings back to back) and no infos: ours mark each
-    # recording's end, with gym's TimeLimit.truncated in infos.
-    assert differing == ['frame_498.dones.pickle', 'frame_997.dones.pickle']
-    assert extra == [f'frame_{t:03d}.infos.pickle' for t in range(998)]
-    infos = [safe_pickle.loads(ours[n][4]) for n in extra]
-    assert [t for t, info in enumerate(infos) if info] == [498, 997]
-    assert infos[498] == {'TimeLimit.truncated': True}
+    # The Pong shard has no dones (two recordings back to back) and no infos; its two truncated
+    # recordings are written the same way (the jump in observations, then the shard's end, ends
+    # them): every member is the authors'.
+    assert differing == [] and extra == []
+  assert _has_content_checksum(exported) == _has_content_checksum(source) == True  # pylint: disable=g-explicit-bool-comparison
   assert len(native_acts) == sum(len(e[fields.STEPS][fields.ACTION]) - 1
                                  for e in _numpy_episodes(first))
+
+
+def _has_content_checksum(path) -> bool:
+  with open(path, 'rb') as f:
+    return zstandard.get_frame_parameters(f.read(18)).has_checksum
 
 
 @pytest.mark.parametrize('suite,task', sorted(REAL_SHARDS))
@@ -253,13 +256,15 @@ def test_webdataset_groups_our_shard_as_il_representations_reads_it(tmp_path):
   frames = [{k.split('.', 1)[0]: pickle.loads(v) for k, v in s.items() if k.endswith('.pickle')}
             for s in samples]
   assert [f['frame'] for f in frames] == list(range(7))
-  assert sorted(frames[0]) == ['acts', 'dones', 'frame', 'infos', 'next_obs', 'obs']
+  assert sorted(frames[0]) == ['acts', 'dones', 'frame', 'next_obs', 'obs']
   steps = [e[fields.STEPS] for e in _numpy_episodes(builder)]
   np.testing.assert_array_equal([f['obs'] for f in frames],
                                 np.concatenate([s[fields.OBSERVATION][:-1] for s in steps]))
   np.testing.assert_array_equal([f['acts'] for f in frames],
                                 np.concatenate([s[fields.ACTION][:-1] for s in steps]))
-  assert [bool(f['dones']) for f in frames] == [False, False, True, False, False, False, True]
+  # Two truncated recordings: no done, as in the authors' Pong shard (the jump between them ends
+  # the first).
+  assert [bool(f['dones']) for f in frames] == [False] * 7
 
 
 def test_procgen_shard_round_trip_keeps_next_episode_frames(tmp_path):
@@ -272,8 +277,23 @@ def test_procgen_shard_round_trip_keeps_next_episode_frames(tmp_path):
   native, back = il_representations.read_shard(path)[1], il_representations.read_shard(out)[1]
   for key in ('obs', 'next_obs', 'acts', 'rews', 'dones'):
     np.testing.assert_array_equal(back[key], native[key], err_msg=key)
+  assert back['rews'].dtype == native['rews'].dtype == np.float32  # procgen's loader stores float32.
   again = _build(tmp_path / 'exported', tmp_path / 'data2', 'procgen', 'coinrun')
   _assert_same_episodes(_numpy_episodes(builder), _numpy_episodes(again))
+
+
+def test_magical_shard_round_trip_is_the_authors_columns(tmp_path):
+  """MAGICAL shards: dones at each demo's end, no rews (has_rewards False), no infos (every demo
+  is a truncation by MAGICAL's declared semantics, so no TimeLimit mark is needed)."""
+  path = DUMMY / 'processed/demos/magical/MoveToRegion/demos.tar.zst'
+  builder = _build(DUMMY, tmp_path / 'data', 'magical', 'MoveToRegion')
+  out = tmp_path / 'exported' / 'processed/demos/magical/MoveToRegion/demos.tar.zst'
+  assert exports.export(builder, 'il_representations', out) == 5
+  theirs, ours = _members(path), _members(out)
+  assert [m[0] for m in ours] == [m[0] for m in theirs]
+  native, back = il_representations.read_shard(path)[1], il_representations.read_shard(out)[1]
+  for key in ('obs', 'next_obs', 'acts', 'dones'):
+    np.testing.assert_array_equal(back[key], native[key], err_msg=key)
 
 
 def test_il_representations_export_needs_a_declared_task(mixed_dataset, tmp_path):

@@ -13,8 +13,13 @@ bigdata, each value pickled with the default protocol (numpy arrays under `numpy
 Episode ends: `dones` is True on each episode's last transition, as il-representations sets it;
 a truncated episode's last `infos` also says `TimeLimit.truncated` (gym's convention), which our
 reader honours, so termination and truncation survive the round trip (for benchmarks whose every
-done is a truncation, dm_control, the infos stay as the authors wrote them). Rewards are written
-unless the episodes' `has_rewards` metadata says there were none (the authors' Atari shards).
+done is a truncation, dm_control and MAGICAL, the infos stay as the authors wrote them). Where the
+benchmark's shards delimit recordings by a jump in the observations (Atari: a done is the game's
+end), a truncated episode gets no done and no `infos` instead, as in the authors' Pong shard: the
+jump to the next episode's first observation, or the shard's end, ends it. Rewards are written, in
+the task's declared dtype (`TaskLayout.reward_dtype`: procgen float32), unless the episodes'
+`has_rewards` metadata says there were none (the authors' Atari shards). The zstd frame carries a
+content checksum, as the authors' shards do.
 Where an episode's final observation was never kept (its last step is a copy, procgen), `next_obs`
 at the done is the next episode's first observation, as in the authors' procgen shards. Physics
 states (`internal_state` step field) and env discounts go to `infos` as in the authors' dm_control
@@ -158,7 +163,7 @@ def write_frames(out_file_path: errors.PathLike, meta_dict: Mapping[str, Any],
   """
   threads = min(os.cpu_count() or 1, 10)
   params = zstandard.ZstdCompressionParameters.from_level(19, enable_ldm=True, threads=threads,
-                                                          window_log=26)
+                                                          window_log=26, write_checksum=True)
   count = 0
   with files.atomic_output(out_file_path) as partial:
     with open(partial, 'wb') as raw, \
@@ -187,25 +192,29 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
   tar.addfile(info, io.BytesIO(data))
 
 
-def frames(episodes: Iterable[Mapping[str, Any]], *, mark_truncations: bool = True
+def frames(episodes: Iterable[Mapping[str, Any]], *, mark_truncations: bool = True,
+           truncate_by_jump: bool = False, reward_dtype: np.dtype = np.dtype(np.float64)
            ) -> Iterator[dict[str, Any]]:
   """RLDS numpy episodes -> il-representations frame dicts, one episode in memory at a time.
 
   `mark_truncations`: write `infos` on every frame, with `TimeLimit.truncated` at truncations
   (needed unless the benchmark's declared semantics already make every done a truncation).
+  `truncate_by_jump`: end a truncated episode without a done (the reader splits where the next
+  observation jumps); then no `infos` are written for truncations.
   """
   pending = None
   for episode in episodes:
     if pending is not None:
-      yield from _episode_frames(pending, mark_truncations, next_first=(
-          nested.row(episode[fields.STEPS][fields.OBSERVATION], 0)))
+      yield from _episode_frames(pending, mark_truncations, truncate_by_jump, reward_dtype,
+                                 next_first=nested.row(episode[fields.STEPS][fields.OBSERVATION], 0))
     pending = episode
   if pending is not None:
-    yield from _episode_frames(pending, mark_truncations, next_first=None)
+    yield from _episode_frames(pending, mark_truncations, truncate_by_jump, reward_dtype,
+                               next_first=None)
 
 
-def _episode_frames(episode: Mapping[str, Any], mark_truncations: bool,
-                    next_first: Optional[Any]) -> Iterator[dict[str, Any]]:
+def _episode_frames(episode: Mapping[str, Any], mark_truncations: bool, truncate_by_jump: bool,
+                    reward_dtype: np.dtype, next_first: Optional[Any]) -> Iterator[dict[str, Any]]:
   """One frame per transition. Where the final observation was not kept (the last step's
   observation is a copy), next_obs at the done is the next episode's first frame, as in the
   authors' procgen shards (the copy itself for the dataset's last episode)."""
@@ -216,15 +225,23 @@ def _episode_frames(episode: Mapping[str, Any], mark_truncations: bool,
     return
   copied = fields.OBSERVATION_IS_COPY in steps and bool(steps[fields.OBSERVATION_IS_COPY][-1])
   truncated = not bool(steps[fields.IS_TERMINAL][-1])
+  if truncated and truncate_by_jump and next_first is not None and np.array_equal(
+      next_first, obs[num]):
+    raise errors.SchemaError(
+        'a truncated episode whose final observation equals the next episode\'s first cannot be '
+        'told apart from one episode in this benchmark\'s shards (no done marks a truncation)',
+        field=fields.OBSERVATION)
+  done_at_end = not (truncated and truncate_by_jump)
+  mark_truncations = mark_truncations and not truncate_by_jump
   with_rewards = bool(episode.get(HAS_REWARDS, True))
   internal_state = steps.get(reader.INTERNAL_STATE)
   for t in range(num):
     last = t == num - 1
     next_obs = next_first if last and copied and next_first is not None else obs[t + 1]
     frame = {'obs': obs[t], 'next_obs': next_obs, 'acts': steps[fields.ACTION][t],
-             'dones': np.bool_(last)}
+             'dones': np.bool_(last and done_at_end)}
     if with_rewards:
-      frame['rews'] = np.float64(steps[fields.REWARD][t])
+      frame['rews'] = np.asarray(steps[fields.REWARD][t]).astype(reward_dtype)[()]
     if internal_state is not None or mark_truncations:
       info: dict[str, Any] = {}
       if internal_state is not None:
@@ -276,5 +293,7 @@ def export(episodes: Iterable[Mapping[str, Any]], out: errors.PathLike, *,
             path=out, field=fields.OBSERVATION)
       yield episode
 
-  return write_frames(out, meta_dict(cfg),
-                      frames(all_episodes(), mark_truncations=not every_done_truncates))
+  return write_frames(out, meta_dict(cfg), frames(
+      all_episodes(), mark_truncations=not every_done_truncates,
+      truncate_by_jump=semantics.split_where_observations_jump,
+      reward_dtype=layout.reward_dtype if layout is not None else np.dtype(np.float64)))

@@ -31,6 +31,9 @@ class TaskLayout:
   color_space: str = 'RGB'  # il-representations' ColorSpace: 'RGB' or 'GRAY'.
   preprocessing: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   has_internal_state: bool = False  # infos carry the physics state and the env discount.
+  # dtype of the shards' `rews` members (exports write it back): procgen's loader stores float32,
+  # dm_control's float64 (the authors' reacher shard).
+  reward_dtype: np.dtype = np.dtype(np.float64)
 
   @property
   def observation_dtype(self) -> np.dtype:
@@ -66,7 +69,8 @@ for _task, _dim in _DM_CONTROL_TASKS.items():
       preprocessing={'dm_control_frame_stack': 3}, has_internal_state=True)
 for _game in PROCGEN_GAMES:
   LAYOUTS[(PROCGEN, _game)] = TaskLayout(PROCGEN, _game, (12, 64, 64), num_actions=15,
-                                        preprocessing={'procgen_frame_stack': 4})
+                                        preprocessing={'procgen_frame_stack': 4},
+                                        reward_dtype=np.dtype(np.float32))
 
 
 for _task in MAGICAL_TASKS:
