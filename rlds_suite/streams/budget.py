@@ -34,9 +34,9 @@ GROUP_EPISODES = 10  # Episodes decoded together when a cache is filled (no budg
 PARSE_PARALLELISM = 2  # Groups parsed at once.
 # Parsed groups alive at once: being parsed, parsed and waiting to be cut into units, being cut.
 GROUPS_IN_FLIGHT = PARSE_PARALLELISM + 2
-# Blocks alive at once: the pieces being assembled, the block map's concatenation, one block
-# prefetched, and at the consumer the block read, its permuted copy and the previous permuted block
-# (the last batch handed out is a view into it).
+# Blocks alive at once: the pieces being assembled, the block map's concatenation and its permuted
+# copy, one block prefetched, and at the consumer the block read and the previous one (the last
+# batch handed out is a view into it).
 BLOCKS_IN_FLIGHT = 6
 # Measured: peak RSS over the counted buffers reached ~35% of them for 84x84x4 transitions on two
 # loaded cores (tf.data's autotuned threads, decode temporaries, allocator slack).

@@ -2,13 +2,14 @@
 
 A stream hands out large shuffled blocks (thousands of units): a tf.data element handed to a
 consumer costs 30-100 us here (the asynchronous IteratorGetNext wakes a thread), so one element
-per 256-unit batch capped the stream far below the rate at which files are read. Batches are cut
-where they are used: `as_numpy` permutes each block with one numpy `take` per field (the block's
-seeded permutation comes with it) and slices it into batches (views), `Stream.dataset` permutes
-and rebatches the blocks inside tf.data for TensorFlow loops, `tf.train.Checkpoint` and the
-tf.data service (no Python in its graph). For cached row-selecting units the numpy exit draws
-each block itself (`Stream.row_blocks`, a function of the block index) and the tf.data exit maps
-the same function over `Dataset.range`. Both give the same batches in the same order: batches of
+per 256-unit batch capped the stream far below the rate at which files are read. Blocks arrive
+permuted (the permutation runs in tf.data's parallel block map, off the consumer's thread) and
+batches are cut where they are used: `as_numpy` slices each block into batches (views);
+`Stream.dataset` rebatches the blocks inside tf.data with no prefetch after the rebatch, so a batch
+is a slice cut within the consumer's own GetNext and only blocks cross threads (for TensorFlow
+loops, Keras, `tf.train.Checkpoint` and the tf.data service). For cached row-selecting units the
+numpy exit draws and gathers each block itself in numpy (`Stream.numpy_blocks`) and the tf.data
+exit maps the same function over `Dataset.range`. Both give the same batches in the same order: batches of
 `batch_size` consecutive units of the block sequence (a batch may span two blocks where a block is
 not a multiple of it), the last one short unless `drop_remainder`.
 """

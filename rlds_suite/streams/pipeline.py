@@ -4,8 +4,8 @@ Per dataset, one host reads its shard of episodes and:
   1. reads files in a seeded shuffled order (interleaved), serialized episodes as they are stored
      (`reading.serialized_episodes`);
   2. shuffles whole serialized episodes in a buffer of `Shuffle.episodes` episodes;
-  3. parses and decodes them a group at a time (`reading.EpisodeParser`, up to
-     `budget.GROUP_EPISODES` episodes per `tf.io.parse_example`) and cuts the group's episodes into
+  3. parses and decodes them a group at a time (`reading.EpisodeParser`,
+     up to `budget.GROUP_STEPS` steps per `tf.io.parse_example`) and cuts the group's episodes into
      units ([U, ...], `units.Unit`), tagging them with the dataset index and the epoch of this
      dataset they come from;
   4. hands out consecutive units (crossing episode boundaries; units themselves never do) as its
@@ -22,7 +22,8 @@ A block holds `Shuffle.units` units (`batch_size` without shuffling), fewer when
 requires: dataset i gives c_i of them, the counts drawn per block by `Mix.weights` in chunks of
 `Mix.granularity` units (a multinomial draw; a seeded schedule that repeats every `SCHEDULE_BLOCKS`
 blocks, the same on every shard). The pieces are concatenated and the block is permuted with a
-stateless seeded permutation: a block is one tf.data element, cut into batches by the exit
+stateless seeded permutation (in the parallel block map): a block is one tf.data element, cut
+into batches by the exit
 (`streams.exits`: numpy or tf.data). Everything per step happens in vectorised ops on groups of
 episodes and blocks: tf.data handles one element per group of episodes and per block, never one per
 episode, batch or unit.
