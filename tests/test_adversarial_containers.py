@@ -337,7 +337,7 @@ def test_npz_member_of_an_unsupported_zip_version_or_method(tmp_path):
 
 def test_npz_member_stored_twice(tmp_path):
   path = tmp_path / 'twice.npz'
-  with zipfile.ZipFile(path, 'w') as archive:
+  with zipfile.ZipFile(path, 'w') as archive, pytest.warns(UserWarning, match='Duplicate name'):
     for value in (1, 2):
       with archive.open('obs.npy', 'w') as f:
         np.save(f, np.full(3, value))
