@@ -72,6 +72,11 @@ def _panel(leaf: np.ndarray) -> np.ndarray:
   return np.concatenate(_with_gaps(frames), axis=1)
 
 
+def rgb_panel(leaf: np.ndarray) -> np.ndarray:
+  """An image leaf of one step as the RGB picture `show` draws of it (frame stacks in a row)."""
+  return _panel(leaf)
+
+
 def _scale(panels: Sequence[np.ndarray], gap: int = 4) -> int:
   """The integer factor that makes the panels at least MIN_HEIGHT high and MIN_WIDTH wide."""
   height = max(p.shape[0] for p in panels)

@@ -1,0 +1,162 @@
+"""The episode list and dataset statistics of a dataset, from one streaming pass over it.
+
+Episodes are numbered in file order over the splits in sorted order (episode `i` of split `s` is
+TFDS's `s[i:i+1]`), which is how episodes.py opens them again. The pass keeps a few numbers per
+episode (length, return, ending, small metadata) and `statistics.DatasetStatistics`; images are
+not decoded (TFDS's SkipDecoding), and no episode is held after it is counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from rlds_suite.browse import values
+from rlds_suite.core import errors
+from rlds_suite.core import fields
+from rlds_suite.inspection import statistics
+from rlds_suite.tfds import datasets
+
+TERMINATED, TRUNCATED = 'terminated', 'truncated'
+SORT_KEYS = ('id', 'length', 'return', 'ending')
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeSummary:
+  """What the episode list shows of one episode."""
+  id: int
+  split: str
+  length: int
+  return_: Optional[float]
+  ending: str
+  metadata: dict[str, Any]
+
+  def as_json(self) -> dict[str, Any]:
+    return {'id': self.id, 'split': self.split, 'length': self.length, 'return': self.return_,
+            'ending': self.ending, 'metadata': self.metadata}
+
+
+def image_decoders(feature: Any) -> Optional[Any]:
+  """TFDS decoders that leave every Image feature under `feature` encoded (None: no image)."""
+  if isinstance(feature, tfds.features.Image):
+    return tfds.decode.SkipDecoding()
+  if isinstance(feature, tfds.features.Dataset):
+    inner = image_decoders(feature.feature)
+    return None if inner is None else {'feature': inner}
+  if isinstance(feature, tfds.features.FeaturesDict):
+    found = {key: image_decoders(value) for key, value in feature.items()}
+    found = {key: value for key, value in found.items() if value is not None}
+    return found or None
+  return None
+
+
+def split_ranges(builder: tfds.core.DatasetBuilder,
+                 split: Optional[str] = None) -> list[tuple[str, int, int]]:
+  """(split, first episode id, number of episodes) of each split read, in sorted order."""
+  names = [split] if split else sorted(builder.info.splits.keys())
+  ranges, first = [], 0
+  for name in names:
+    if name not in builder.info.splits:
+      raise errors.SchemaError(f'has no split {name!r} (splits: {", ".join(sorted(builder.info.splits))})',
+                               path=str(builder.data_dir))
+    count = builder.info.splits[name].num_examples
+    ranges.append((name, first, count))
+    first += count
+  return ranges
+
+
+def ordered_episodes(builder: tfds.core.DatasetBuilder, split: str, decoders: Any = None):
+  """Numpy episodes of `split` (a split name or TFDS slice) in file order."""
+  dataset = builder.as_dataset(split=split, shuffle_files=False, decoders=decoders,
+                               read_config=tfds.ReadConfig(interleave_cycle_length=1))
+  return datasets.numpy_episodes(dataset)
+
+
+def summarize(episode_id: int, split: str, episode: dict[str, Any]) -> EpisodeSummary:
+  """The list's row of one numpy episode."""
+  steps = episode[fields.STEPS]
+  real = ~np.asarray(steps[fields.IS_LAST], bool)
+  reward = np.asarray(steps[fields.REWARD], np.float64) if fields.REWARD in steps else None
+  total = None if reward is None else float(reward.reshape(len(real), -1)[real].sum())
+  ending = TERMINATED if np.asarray(steps[fields.IS_TERMINAL]).any() else TRUNCATED
+  metadata = {key: values.jsonable(value) for key, value in episode.items() if key != fields.STEPS}
+  return EpisodeSummary(episode_id, split, len(real), total, ending, metadata)
+
+
+class DatasetIndex:
+  """The episode list and statistics of a dataset, filled by `build` (one pass, possibly in a
+  thread while the list is already served)."""
+
+  def __init__(self, builder: tfds.core.DatasetBuilder, split: Optional[str] = None):
+    self.builder = builder
+    self.ranges = split_ranges(builder, split)
+    self.total = sum(count for _, _, count in self.ranges)
+    self.episodes: list[EpisodeSummary] = []
+    self.stats = statistics.DatasetStatistics()
+    self.error: Optional[str] = None
+    self.done = threading.Event()
+    self._lock = threading.Lock()
+
+  def build(self) -> None:
+    """Streams every episode once; an unreadable dataset leaves `error` set."""
+    decoders = image_decoders(self.builder.info.features)
+    try:
+      for name, first, _ in self.ranges:
+        for i, episode in enumerate(ordered_episodes(self.builder, name, decoders)):
+          summary = summarize(first + i, name, episode)
+          with self._lock:
+            self.stats.add_episode(episode[fields.STEPS])
+            self.episodes.append(summary)
+    except Exception as e:  # pylint: disable=broad-except
+      self.error = f'{type(e).__name__}: {e}'
+    finally:
+      self.done.set()
+
+  def start(self) -> threading.Thread:
+    thread = threading.Thread(target=self.build, name='browse-index', daemon=True)
+    thread.start()
+    return thread
+
+  def locate(self, episode_id: int) -> tuple[str, int]:
+    """(split, index within it) of an episode id; KeyError if there is none."""
+    for name, first, count in self.ranges:
+      if first <= episode_id < first + count:
+        return name, episode_id - first
+    raise KeyError(episode_id)
+
+  def query(self, offset: int = 0, limit: int = 50, sort: str = 'id', descending: bool = False,
+            ending: Optional[str] = None, text: str = '', min_length: Optional[int] = None,
+            max_length: Optional[int] = None) -> dict[str, Any]:
+    """One page of the (filtered, sorted) list and how many rows match."""
+    with self._lock:
+      rows = list(self.episodes)
+    text = text.lower()
+    rows = [r for r in rows
+            if (ending is None or r.ending == ending)
+            and (min_length is None or r.length >= min_length)
+            and (max_length is None or r.length <= max_length)
+            and (not text or text in str(r.metadata).lower() or text == r.split)]
+    key = {'id': lambda r: (0, r.id), 'length': lambda r: (0, r.length),
+           'ending': lambda r: (0, r.ending),
+           'return': lambda r: (r.return_ is None, r.return_ or 0.0)}[sort]
+    rows.sort(key=key, reverse=descending)
+    return {'total': self.total, 'indexed': len(self.episodes), 'complete': self.done.is_set(),
+            'error': self.error, 'matching': len(rows),
+            'episodes': [r.as_json() for r in rows[offset:offset + limit]]}
+
+  def statistics_json(self) -> dict[str, Any]:
+    """What `rlds-suite stats` prints, of the episodes indexed so far."""
+    with self._lock:
+      stats = self.stats
+      lengths, returns = list(stats.lengths), list(stats.returns)
+      moments = {name: {'mean': values.numbers(m.mean), 'std': values.numbers(m.std),
+                        'min': values.numbers(m.minimum), 'max': values.numbers(m.maximum)}
+                 for name, m in stats.moments.items()}
+      table = statistics.summary_table(stats) if stats.episodes else ''
+    return {'episodes': stats.episodes, 'steps': stats.steps, 'terminated': stats.terminated,
+            'truncated': stats.truncated, 'lengths': lengths, 'returns': returns,
+            'moments': moments, 'table': table, 'complete': self.done.is_set()}
