@@ -9,6 +9,7 @@ import tensorflow as tf
 from rlds_suite.core import episodes
 from rlds_suite.core import fields
 from rlds_suite import streams
+from rlds_suite.streams import row_blocks
 from rlds_suite.tfds import features
 from rlds_suite.tfds import writing
 
@@ -184,3 +185,19 @@ def test_cached_stream_resumes_from_a_checkpoint_at_both_exits(tmp_path):
   np.testing.assert_array_equal(np.stack(after), np.stack(again))
   from_numpy = [b[fields.OBSERVATION] for _, b in zip(range(35), streams.as_numpy(make()))]
   np.testing.assert_array_equal(np.stack(from_numpy[5:]), np.stack(after))
+
+
+def test_unit_tables_cut_in_chunks_equal_one_cut():
+  row_splits = np.concatenate([[0], np.cumsum(np.random.default_rng(0).integers(1, 9, 40))])
+  paths = [fields.OBSERVATION, fields.ACTION, fields.REWARD, fields.DISCOUNT, fields.IS_FIRST,
+           fields.IS_LAST, fields.IS_TERMINAL]
+  for unit in (streams.StepUnit(), streams.Transitions(), streams.TargetPairs(3)):
+    whole = row_blocks.UnitTable.cut(unit, lambda steps: steps, paths, row_splits)
+    chunked = row_blocks.UnitTable.cut(unit, lambda steps: steps, paths, row_splits, chunk_rows=10)
+    np.testing.assert_array_equal(chunked.unit_splits, whole.unit_splits)
+    assert chunked.rows.keys() == whole.rows.keys()
+    for path, rows in whole.rows.items():
+      np.testing.assert_array_equal(chunked.rows[path], rows, err_msg=path)
+    if isinstance(unit, streams.Transitions):  # Rows of o_t+1 are those of o_t, one on.
+      np.testing.assert_array_equal(whole.rows[fields.NEXT_OBSERVATION],
+                                    whole.rows[fields.OBSERVATION] + 1)

@@ -39,24 +39,40 @@ class UnitTable:
 
   @classmethod
   def cut(cls, unit: Any, project: Callable[[Any], Any], spec_paths: Sequence[str],
-          row_splits: np.ndarray) -> 'UnitTable':
-    """Units cut (by `unit.from_episodes`, once, eagerly) from steps whose every field holds its
-    own row index: what a block of units of the real steps would select."""
-    rows = tf.range(int(row_splits[-1]), dtype=tf.int64)
-    steps = nested.unflatten_paths({path: rows for path in spec_paths})
-    units, episode = unit.from_episodes(project(steps), tf.constant(row_splits, tf.int64))
+          row_splits: np.ndarray, chunk_rows: int = 1 << 18) -> 'UnitTable':
+    """Units cut (by `unit.from_episodes`, eagerly) from steps whose every field holds its own row
+    index: what a block of units of the real steps would select. Cut `chunk_rows` rows of whole
+    episodes at a time, so that the cut's int64 temporaries stay bounded whatever the dataset."""
     index_type = np.int32 if row_splits[-1] < 2**31 else np.int64  # Half the memory.
-    shared: list[np.ndarray] = []
-    flat = {}
-    for path, value in nested.flatten_paths(units).items():
-      value = np.asarray(value).astype(index_type)
-      same = next((s for s in shared if s.shape == value.shape and np.array_equal(s, value)), None)
-      if same is None:
-        shared.append(value)
-        same = value
-      flat[path] = same
-    counts = np.bincount(np.asarray(episode, np.int64), minlength=len(row_splits) - 1)
-    return cls(flat, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+
+    def cut_rows(splits: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+      rows = tf.range(int(splits[0]), int(splits[-1]), dtype=tf.int64)
+      steps = nested.unflatten_paths({path: rows for path in spec_paths})
+      units, episode = unit.from_episodes(project(steps), tf.constant(splits - splits[0]))
+      return ({path: np.asarray(value) for path, value in nested.flatten_paths(units).items()},
+              np.asarray(episode, np.int64))
+
+    # Fields that select the same rows (in a two-episode probe) share one array.
+    probe, _ = cut_rows(np.array([0, 50, 107], np.int64))
+    representative = {path: next((p for p in probe if value.size and
+                                  np.array_equal(probe[p], value)), path)
+                      for path, value in probe.items()}
+    parts: dict[str, list[np.ndarray]] = {p: [] for p in set(representative.values())}
+    counts = []
+    start, episodes = 0, len(row_splits) - 1
+    while start < episodes:
+      stop = int(np.searchsorted(row_splits, row_splits[start] + chunk_rows, side='right')) - 1
+      stop = min(max(stop, start + 1), episodes)
+      values, episode = cut_rows(row_splits[start:stop + 1])
+      for path in parts:
+        parts[path].append(values[path].astype(index_type))
+      counts.append(np.bincount(episode, minlength=stop - start))
+      start = stop
+    joined = {path: np.concatenate(chunks) if chunks else np.zeros(0, index_type)
+              for path, chunks in parts.items()}
+    counts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
+    return cls({path: joined[rep] for path, rep in representative.items()},
+               np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
 
 
 class RowBlocks:
