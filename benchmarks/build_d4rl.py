@@ -128,7 +128,9 @@ def build_tfds(manual_dir: pathlib.Path, data_dir: str,
 
 
 def spread(values: list[float]) -> str:
-  return f'{statistics.median(values):,.3g} [{min(values):,.3g}..{max(values):,.3g}]'
+  digits = ',.0f' if min(values) >= 100 else '.3g'
+  return (f'{statistics.median(values):{digits}} [{min(values):{digits}}..'
+          f'{max(values):{digits}}]')
 
 
 def main() -> None:
