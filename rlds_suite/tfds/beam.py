@@ -260,6 +260,7 @@ class BeamBuild:
   def run(self, splits: dict[str, WorkerWritten]) -> list[tfds.core.SplitInfo]:
     beam = _beam()
     info = self.builder.info
+    info.as_proto.disable_shuffling = True  # Written in work-item order, the same on any runner.
     directory = os.fspath(self.builder.data_path)
     templates = {name: self.builder._get_filename_template(name)  # pylint: disable=protected-access
                  for name in splits}
@@ -326,11 +327,17 @@ def _record(written: list[Any], path: str) -> None:
 class WorkerWrittenBuilder:
   """Mixin (before RLDSBuilder) for builders whose Beam splits are WorkerWritten.
 
-  After a build, `beam_log_path` names the file holding the Beam and worker logs.
+  While splits are generated, `beam_workers` is the runner's worker count (when its options say,
+  else 2), for builders that cut work items to it. After a build, `beam_log_path` names the file
+  holding the Beam and worker logs.
   """
   beam_log_path: Optional[str] = None
+  beam_workers: int = 2
 
   def _generate_splits(self, dl_manager: Any, download_config: tfds.download.DownloadConfig):
+    options = (download_config.beam_options.get_all_options()
+               if download_config.beam_options is not None else {})
+    self.beam_workers = max(1, options.get('direct_num_workers') or 2)
     splits = self._split_generators(dl_manager)
     if not (isinstance(splits, dict) and splits
             and all(isinstance(s, WorkerWritten) for s in splits.values())):
