@@ -45,8 +45,7 @@ def image_decoders(feature: Any) -> Optional[Any]:
   if isinstance(feature, tfds.features.Image):
     return tfds.decode.SkipDecoding()
   if isinstance(feature, tfds.features.Dataset):
-    inner = image_decoders(feature.feature)
-    return None if inner is None else {'feature': inner}
+    return image_decoders(feature.feature)
   if isinstance(feature, tfds.features.FeaturesDict):
     found = {key: image_decoders(value) for key, value in feature.items()}
     found = {key: value for key, value in found.items() if value is not None}

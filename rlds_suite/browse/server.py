@@ -7,6 +7,7 @@ and static/ can be reached; every route is a GET; the server binds 127.0.0.1 unl
 from __future__ import annotations
 
 import asyncio
+from concurrent import futures
 import functools
 import os
 from typing import Any, Optional
@@ -23,6 +24,9 @@ MAX_PAGE = 500
 INDEX = web.AppKey('index', index_lib.DatasetIndex)
 CACHE = web.AppKey('cache', episodes_lib.EpisodeCache)
 NAME = web.AppKey('name', str)
+# Episodes are read and frames encoded in these threads (few: each thread's malloc arena keeps
+# what it freed, and reads are one at a time behind the episode cache's lock anyway).
+WORKERS = web.AppKey('workers', futures.ThreadPoolExecutor)
 
 
 def create_app(builder: tfds.core.DatasetBuilder, split: Optional[str] = None, *,
@@ -37,6 +41,8 @@ def create_app(builder: tfds.core.DatasetBuilder, split: Optional[str] = None, *
   app[INDEX] = index
   app[CACHE] = episodes_lib.EpisodeCache(index, cache_size)
   app[NAME] = name or builder.info.full_name
+  app[WORKERS] = futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix='browse')
+  app.on_cleanup.append(_stop_workers)
   if index_in_background:
     app.on_startup.append(_start_index)
   app.router.add_get('/', _page)
@@ -51,6 +57,10 @@ def create_app(builder: tfds.core.DatasetBuilder, split: Optional[str] = None, *
 
 async def _start_index(app: web.Application) -> None:
   app[INDEX].start()
+
+
+async def _stop_workers(app: web.Application) -> None:
+  app[WORKERS].shutdown(wait=False)
 
 
 @web.middleware
@@ -117,7 +127,7 @@ async def _load(request: web.Request) -> tuple[int, dict[str, Any]]:
   episode_id = int(request.match_info['id'])
   try:
     episode = await asyncio.get_running_loop().run_in_executor(
-        None, request.app[CACHE].get, episode_id)
+        request.app[WORKERS], request.app[CACHE].get, episode_id)
   except KeyError:
     raise web.HTTPNotFound(text=f'no episode {episode_id}') from None
   return episode_id, episode
@@ -128,7 +138,7 @@ async def _episode(request: web.Request) -> web.Response:
   split, _ = request.app[INDEX].locate(episode_id)
   summary = index_lib.summarize(episode_id, split, episode)
   body = await asyncio.get_running_loop().run_in_executor(
-      None, episodes_lib.view, summary, episode)
+      request.app[WORKERS], episodes_lib.view, summary, episode)
   return web.json_response(body)
 
 
@@ -136,7 +146,7 @@ async def _frame(request: web.Request) -> web.Response:
   _, episode = await _load(request)
   mime = frames.PNG if request.query.get('format') == 'png' else frames.JPEG
   try:
-    data = await asyncio.get_running_loop().run_in_executor(None, functools.partial(
+    data = await asyncio.get_running_loop().run_in_executor(request.app[WORKERS], functools.partial(
         episodes_lib.frame, episode, int(request.match_info['field']),
         int(request.match_info['step']), mime))
   except IndexError:
