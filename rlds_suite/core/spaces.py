@@ -85,9 +85,9 @@ def check(name: str, values: Any, space: Optional[Space], rows: np.ndarray) -> l
       found.extend(check(f'{name}/{key}', sub, sub_space, rows))
     return found
   values = np.asarray(values)
-  if values.dtype.kind not in 'biuf' or not len(values) or (
+  if values.dtype.kind not in 'biuf' or not rows.any() or (
       values.dtype.kind != 'f' and space is None):
-    return found
+    return found  # No values to check (e.g. a reset-only episode has no real action).
   flat = values[rows].reshape(int(rows.sum()), -1)
   steps = np.flatnonzero(rows)
   bad = ~np.isfinite(flat).all(axis=1) if values.dtype.kind == 'f' else np.zeros(len(flat), bool)
