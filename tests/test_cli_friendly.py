@@ -62,6 +62,12 @@ EARLY_MISTAKES = [
     (['build', 'rlu_atari/Pong_run_1', '--manual_dir', 'builders'],
      'rlds-suite build rlds_suite_rlu_atari/Pong_run_1 --manual_dir DIR'),
     (['build', 'mnist'], "mnist is TFDS's own builder, which downloads its files: pass --download"),
+    (['record', '--env', 'gymnasium:NoSuch-v0', '--episodes', '1', '--out', '/nonexistent/x'],
+     "gymnasium:NoSuch-v0: Environment `NoSuch` doesn't exist"),
+    (['record', '--env', 'gym:CartPole-v1', '--episodes', '1', '--out', '/nonexistent/x'],
+     'expected "family:name" with family in'),
+    (['record', '--env', 'gymnasium:CartPole-v1', '--policy', 'expert', '--episodes', '1',
+      '--out', '/nonexistent/x'], "invalid choice: 'expert'"),
 ]
 
 # Mistakes met once the command's library is imported.
@@ -74,8 +80,6 @@ LATE_MISTAKES = [
       '/nonexistent/never_written'], "gymnasium:CartPole-v1 takes no option 'foo'"),
     (['record', '--env', 'procgen:notagame', '--episodes', '1', '--out', '/nonexistent/x'],
      "no procgen game 'notagame'; games: bigfish"),
-    (['record', '--env', 'gymnasium:NoSuch-v0', '--episodes', '1', '--out', '/nonexistent/x'],
-     "gymnasium:NoSuch-v0: Environment `NoSuch` doesn't exist"),
 ]
 
 

@@ -13,7 +13,8 @@ def register(subparsers) -> None:
   parser.add_argument('--env', required=True,
                       help='family:name, e.g. gymnasium:CartPole-v1, atari:Pong, '
                       'dm_control:cartpole-swingup, procgen:coinrun')
-  parser.add_argument('--policy', default='random', help="policy (only 'random')")
+  parser.add_argument('--policy', default='random', choices=('random',),
+                      help="policy (only 'random' from the command line; a callable from Python)")
   parser.add_argument('--episodes', type=_at_least_one, required=True,
                       help='number of episodes to record')
   parser.add_argument('--out', required=True, help='dataset directory (appended to if it exists)')
@@ -56,6 +57,8 @@ def _parse_options(pairs: list[str]) -> dict:
 
 def run(args) -> int:
   """Records; Ctrl-C says what was kept and exits 130 (the shell's code for SIGINT)."""
+  from rlds_suite import envs  # pylint: disable=g-import-not-at-top
+  envs.check_spec(args.env)  # A misspelt environment is told before TensorFlow is imported.
   try:
     from rlds_suite import recording  # pylint: disable=g-import-not-at-top
     writer = recording.record(args.env, args.policy, episodes=args.episodes, data_dir=args.out,

@@ -31,13 +31,30 @@ _FAMILIES = {
 }
 
 
-def make(spec: str, *, seed: Optional[int] = None, **options: Any) -> dm_env.Environment:
-  """A dm_env environment from 'family:name' (see the module docstring); `options` go to the
-  family's factory (e.g. `frame_skip=4`, `pixels=True`, `render_frames=True`)."""
+def check_spec(spec: str) -> tuple[str, str]:
+  """(family, name) of a 'family:name' spec, refused in one line before anything heavy is
+  imported; a gymnasium id is looked up in gymnasium's registry (no environment is made)."""
   family, sep, name = spec.partition(':')
   if not sep or family not in _FAMILIES or not name:
     raise errors.RLDSSuiteError(
         f'expected "family:name" with family in {sorted(_FAMILIES)}, got {spec!r}', field='env')
+  if family == 'gymnasium':
+    try:
+      import gymnasium  # pylint: disable=g-import-not-at-top
+    except ImportError:
+      return family, name  # make() names the extra to install.
+    try:
+      gymnasium.spec(name)
+    except gymnasium.error.Error as e:
+      raise errors.UnknownEnvironmentError(f'{spec}: {e}', field='env') from None
+  return family, name
+
+
+def make(spec: str, *, seed: Optional[int] = None, **options: Any) -> dm_env.Environment:
+  """A dm_env environment from 'family:name' (see the module docstring); `options` go to the
+  family's factory (e.g. `frame_skip=4`, `pixels=True`, `render_frames=True`)."""
+  family, _ = check_spec(spec)
+  name = spec.partition(':')[2]
   module, factory = _FAMILIES[family]
   make_family = getattr(importlib.import_module(f'rlds_suite.envs.{module}'), factory)
   try:
