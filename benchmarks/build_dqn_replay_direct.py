@@ -96,11 +96,13 @@ def measure(kind: str, manual_dir: pathlib.Path, workers: int) -> dict:
     if process.returncode:
       raise RuntimeError(f'{kind} failed with exit {process.returncode}')
   result = json.loads(out.strip().splitlines()[-1])
-  # Growth: the peak over the last half of the run against the first half's (after start-up).
-  half = [rss for t, rss in samples if t > samples[-1][0] / 2]
-  first = [rss for t, rss in samples if samples[-1][0] / 10 < t <= samples[-1][0] / 2]
+  # Growth: the peak of the run's last third against its middle third's (start-up, TensorFlow's
+  # import and the workers' start, lies in the first third).
+  end = samples[-1][0] if samples else 0
+  last = [rss for t, rss in samples if t > 2 * end / 3]
+  middle = [rss for t, rss in samples if end / 3 < t <= 2 * end / 3]
   result.update(peak_bytes=peak,
-                growth_bytes=(max(half) - max(first)) if half and first else 0)
+                growth_bytes=(max(last) - max(middle)) if last and middle else 0)
   return result
 
 
@@ -140,7 +142,7 @@ def main() -> None:
       runs = results[kind]
       print(f'  {kind:6s}: {spread([total / r["seconds"] for r in runs], ",.0f")} rows/s; '
             f'process-tree peak {spread([r["peak_bytes"] / 2**20 for r in runs], ",.0f")} MiB; '
-            f'growth second half vs first {spread([r["growth_bytes"] / 2**20 for r in runs], ",.0f")} MiB')
+            f'growth last third vs middle {spread([r["growth_bytes"] / 2**20 for r in runs], ",.0f")} MiB')
     direct = results['direct']
     for baseline in kinds:
       if baseline == 'direct':
