@@ -7,8 +7,8 @@ ones) and a dm_control demo file (gzip + cloudpickle of TrajectoryWithRew lists,
 reacher-easy shaped) of `--steps` steps each to a temp dir, then for each format:
 
   * throughput, steps/s: ours = `download_and_prepare` of ilr_atari_demos/pong or
-    ilr_dm_control_demos/reacher_easy (reading, episode conversion, ZLIB encoding, TFDS writing and
-    shuffling); baseline = il-representations' loading approach, `load_dataset_atari` (np.load of
+    ilr_dm_control_demos/reacher_easy (reading, episode conversion, then rlds_suite.tfds.writing:
+    ZLIB encoding in one worker process per core, shards in generation order); baseline = il-representations' loading approach, `load_dataset_atari` (np.load of
     the whole file, np.stack into the obs/next_obs/acts/dones dict, channels-first transpose) and
     `load_dataset_dm_control` (cloudpickle.load of the whole list and np.concatenate, with
     `dm_control_frame_stack=1`, since its default of 3 triples the dict and exceeds this machine's
@@ -38,7 +38,10 @@ Measured (defaults, 2 shared vCPUs with other engineers' jobs running, 3 paired 
     (0.25-0.28x) CPU. Peak RSS ours 1,337 MiB at 20k, 2,036 MiB at 100k: the growth is TFDS's
     writer holding serialized examples in memory up to its 1 GiB buffer (399 MiB of examples at
     20k, 1,994 MiB at 100k), not trajectories; baseline 1,769 MiB at 20k.
-What bounds ours: per step, TFDS's ZLIB encoding of the frames (30 KB for dm_control, 28 KB for
+  (The numbers above were taken with TFDS's writer. With rlds_suite.tfds.writing, same defaults,
+  load 11-15 on the 2 cores: Atari ours 441 steps/s wall (358-567), baseline 475 (472-1,935);
+  ours/baseline 0.76x (0.29-0.93x) wall; peak RSS ours 1,115 MiB, baseline 1,665 MiB.)
+What bounded ours with TFDS's writer: per step, TFDS's ZLIB encoding of the frames (30 KB for dm_control, 28 KB for
 Atari) and serialization; reading costs two passes over the pickle in Python (the first finds
 where each trajectory ends, so that one can be handed out at a time). The baseline only unpickles
 and concatenates: it writes nothing, and cannot hold a file larger than ~1/3 of memory.
@@ -296,8 +299,7 @@ def main() -> None:
         shown = ', '.join(f'{m}x ({m * args.steps} steps): {statistics.median(v):,.0f} MiB'
                           for m, v in sorted(peaks[label].items()))
         print(f'  peak RSS {label:8s}: {shown}')
-      print('  dataset written by ours (TFDS holds its serialized examples in memory, up to 1 GiB, '
-            'before writing shards): ' + ', '.join(
+      print('  dataset written by ours: ' + ', '.join(
                 f'{m}x: {w / 2**20:,.0f} MiB' for m, w in sorted(written.items())))
 
 
