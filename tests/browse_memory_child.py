@@ -20,6 +20,8 @@ def rss_mib() -> float:
 
 async def main(directory: str) -> dict:
   # pylint: disable=g-import-not-at-top
+  from rlds_suite.browse import memory
+  memory.limit_malloc_arenas()  # As `rlds-suite browse` does, before TensorFlow starts.
   from aiohttp import test_utils
   from rlds_suite.browse import server
   from rlds_suite.tfds import datasets

@@ -18,6 +18,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+  from rlds_suite.browse import memory  # pylint: disable=g-import-not-at-top
+  memory.limit_malloc_arenas()  # Before TensorFlow's threads start.
   from rlds_suite.browse import server  # pylint: disable=g-import-not-at-top
   server.serve(args.source, data_dir=args.data_dir, split=args.split, host=args.host,
                port=args.port)
