@@ -1,6 +1,12 @@
 """DQN Replay conversion: streamed reading vs "np.load the whole gzip, then slice", same files, same run.
 
   python benchmarks/build_dqn_replay.py [--transitions 1000000] [--rounds 3] [--naive_4x]
+  python benchmarks/build_dqn_replay.py --path beam [--sizes 100000 1000000 5x1000000]
+      [--beam_runner direct|dask] [--workers 2] [--build_paths beam beam_build no_beam]
+
+--path beam builds checkpoint sets of benchmarks/dqn_replay_data.py (reused when READY) with Beam,
+as `rlds-suite build` (build, then validate) and as the build alone, each in a fresh process whose
+whole process tree's resident memory is sampled (sum over processes; killed above --limit_gb).
 
 Writes a batch_rl-style checkpoint of `--transitions` rows ((N, 84, 84) uint8 frames, int32
 actions, float32 clipped rewards, uint8 terminals, each a gzip of the .npy bytes np.save writes, at
@@ -19,11 +25,13 @@ the libraries each process imports. The naive reader is run on the 4x checkpoint
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
 import pathlib
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,6 +41,8 @@ import time
 import numpy as np
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dqn_replay_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FIELDS = ('observation', 'action', 'reward', 'terminal')
 BLOCK = 4096
@@ -130,15 +140,135 @@ def spread(values: list[float]) -> str:
   return f'{statistics.median(values):.3g} [{min(values):.3g}-{max(values):.3g}]'
 
 
+# --- The Beam path: `rlds-suite build dqn_replay/Pong-run1` as a user runs it, peak memory of its
+# whole process tree (driver, Beam/Dask workers, validation).
+
+def tree_peak(command: list[str], limit_bytes: int, interval: float = 0.1) -> dict:
+  """Runs `command`, sampling the summed RSS of its process tree; kills the tree above
+  `limit_bytes`. Returns seconds, the sampled peak and the sum of each process's own peak
+  (VmHWM, last seen: an upper bound), and the exit code (-9: killed at the limit)."""
+  import psutil  # pylint: disable=g-import-not-at-top
+  start = time.perf_counter()
+  process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  root = psutil.Process(process.pid)
+  peak, hwm, killed = 0, {}, False
+  while process.poll() is None:
+    try:
+      tree = [root] + root.children(recursive=True)
+    except psutil.NoSuchProcess:
+      break
+    total = 0
+    for p in tree:
+      try:
+        total += p.memory_info().rss
+        with open(f'/proc/{p.pid}/status') as f:
+          hwm[p.pid] = next(int(line.split()[1]) * 1024 for line in f if line.startswith('VmHWM'))
+      except (psutil.NoSuchProcess, FileNotFoundError, StopIteration, ProcessLookupError):
+        pass
+    peak = max(peak, total)
+    if total > limit_bytes:
+      killed = True
+      for p in reversed(tree):
+        with contextlib.suppress(psutil.NoSuchProcess):
+          p.kill()
+    time.sleep(interval)
+  output = process.communicate()[0]
+  return {'seconds': time.perf_counter() - start, 'peak_bytes': peak,
+          'hwm_sum_bytes': sum(hwm.values()), 'processes': len(hwm),
+          'returncode': -9 if killed else process.returncode, 'output': output}
+
+
+def build_command(manual_dir: str, data_dir: str, runner: str, workers: int,
+                  path: str) -> list[str]:
+  """beam: `rlds-suite build` (build, then validate); beam_build / no_beam: the build alone
+  (datasets.build) with Beam or without."""
+  if path == 'beam':
+    return [sys.executable, '-m', 'rlds_suite', 'build', 'dqn_replay/Pong-run1',
+            '--manual_dir', manual_dir, '--data_dir', data_dir, '--beam_runner', runner,
+            '--workers', str(workers)]
+  code = ('import sys; from rlds_suite.tfds import beam, datasets\n'
+          'with beam.options_for(sys.argv[3], int(sys.argv[4])) as options:\n'
+          '  datasets.build("dqn_replay/Pong-run1", manual_dir=sys.argv[1], data_dir=sys.argv[2], '
+          'beam_options=options, beam=sys.argv[5] == "beam_build")')
+  return [sys.executable, '-c', code, manual_dir, data_dir, runner, str(workers), path]
+
+
+def beam_main(args: argparse.Namespace) -> None:
+  """Peak memory and rate of the Beam build (and the non-Beam one, same files) per row count."""
+  print(f'load: {os.getloadavg()[0]:.1f} (1 min), runner {args.beam_runner}, {args.workers} '
+        f'workers, kill above {args.limit_gb} GB')
+  with tempfile.TemporaryDirectory() as tmp:
+    peaks = {}
+    for size in args.sizes:
+      checkpoints, _, rows_each = size.rpartition('x')
+      checkpoints, rows_each = int(checkpoints or 1), int(rows_each)
+      rows = checkpoints * rows_each
+      ready = dqn_replay_data.ready_file(args.bench_data, rows_each, checkpoints)
+      if ready.exists():
+        manual_dir = ready.read_text().strip()
+      else:
+        start = time.perf_counter()
+        manual_dir = dqn_replay_data.write_run(args.bench_data, rows_each, checkpoints)
+        print(f'{size}: wrote the checkpoints in {time.perf_counter() - start:.0f}s')
+      paths = tuple(args.build_paths)
+      for round_ in range(args.rounds):
+        for path in paths:
+          data_dir = pathlib.Path(tmp) / f'out-{rows}-{path}-{round_}'
+          result = tree_peak(build_command(str(manual_dir), str(data_dir), args.beam_runner,
+                                           args.workers, path),
+                             int(args.limit_gb * 2**30))
+          shutil.rmtree(data_dir, ignore_errors=True)
+          if result['returncode'] != 0:
+            print(f'  {path}: exit {result["returncode"]} after {result["seconds"]:.0f}s, peak '
+                  f'{result["peak_bytes"] / 2**30:.2f} GiB; last output:\n'
+                  + '\n'.join(result['output'].splitlines()[-5:]))
+            continue
+          peaks.setdefault((rows, path), []).append(result)
+      for path in paths:
+        runs = peaks.get((rows, path), [])
+        if runs:
+          print(f'  {rows:,} rows {path:10s}: {spread([rows / r["seconds"] for r in runs])} rows/s; '
+                f'process-tree peak {spread([r["peak_bytes"] / 2**20 for r in runs])} MiB '
+                f'(sum of per-process peaks {spread([r["hwm_sum_bytes"] / 2**20 for r in runs])} '
+                f'MiB, {runs[0]["processes"]} processes)')
+    beam_peaks = {rows: statistics.median(r['peak_bytes'] for r in runs)
+                  for (rows, path), runs in peaks.items() if path == 'beam_build'}
+    if len(beam_peaks) >= 2 and min(beam_peaks.values()) > 0:
+      low, high = min(beam_peaks), max(beam_peaks)
+      print(f'beam build peak {high:,} rows / {low:,} rows: {beam_peaks[high] / beam_peaks[low]:.2f}x '
+            f'for {high / low:.0f}x the rows')
+    if beam_peaks:
+      print(f'beam build peak under 1 GiB at every size: '
+            f'{"yes" if max(beam_peaks.values()) < 2**30 else "no"}')
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--transitions', type=int, default=1_000_000)
   parser.add_argument('--rounds', type=int, default=3)
   parser.add_argument('--naive_4x', action='store_true')
   parser.add_argument('--child', nargs=2, help=argparse.SUPPRESS)
+  parser.add_argument('--path', choices=('read', 'beam'), default='read',
+                      help='read: the reader alone (above); beam: `rlds-suite build` with Beam, '
+                      'peak memory of its process tree at each of --rows')
+  parser.add_argument('--sizes', nargs='+', default=['100000', '200000', '1000000', '5x1000000'],
+                      help='checkpoint sets: ROWS or CHECKPOINTSxROWS (benchmarks/dqn_replay_data.py)')
+  parser.add_argument('--beam_runner', default='direct')
+  parser.add_argument('--workers', type=int, default=2)
+  parser.add_argument('--limit_gb', type=float, default=6.0,
+                      help='kill a build whose process tree exceeds this (shared machines)')
+  parser.add_argument('--bench_data', type=pathlib.Path, default=dqn_replay_data.DEFAULT_OUT,
+                      help='where benchmarks/dqn_replay_data.py keeps (or writes) checkpoint sets')
+  parser.add_argument('--build_paths', nargs='+', default=['beam', 'beam_build'],
+                      choices=('beam', 'beam_build', 'no_beam'),
+                      help='beam: rlds-suite build (build + validate); beam_build: the Beam build '
+                      'alone; no_beam: the build without Beam (same files, same rounds)')
   args = parser.parse_args()
   if args.child:
     print(json.dumps(measure(*args.child)))
+    return
+  if args.path == 'beam':
+    beam_main(args)
     return
 
   with tempfile.TemporaryDirectory() as tmp:

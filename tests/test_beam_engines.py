@@ -99,7 +99,7 @@ def test_dask_engine_build_equals_the_single_process_build(manual_dir, tmp_path,
       int(e['first_add_index']) for e in episodes)
 
 
-def test_direct_runner_processes_via_the_cli_equal_the_single_process_build(
+def test_direct_runner_workers_via_the_cli_equal_the_single_process_build(
     manual_dir, tmp_path, single_process, capfd, monkeypatch):
   """`rlds-suite build --beam_runner direct --workers 2`: the same episodes; the terminal gets a
   few lines and the name of the file holding Beam's and the workers' logs."""

@@ -32,6 +32,7 @@ import tensorflow_datasets as tfds
 
 import rlds_suite
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 
 # A worker starts a new shard file after this many serialized bytes.
 MAX_SHARD_BYTES = 256 << 20
@@ -144,15 +145,6 @@ class _Failure:
     return kind(self.problem, path=self.path, field=self.field)
 
 
-def _num_steps(example: Any) -> int:
-  steps = example.get('steps') if isinstance(example, dict) else None
-  if isinstance(steps, dict):
-    for leaf in steps.values():
-      if hasattr(leaf, '__len__') and not isinstance(leaf, dict):
-        return len(leaf)
-  return len(steps) if isinstance(steps, list) else 0
-
-
 class _ItemWriter:
   """The worker's job: one item's examples, encoded and serialized one at a time, into shard files
   of at most MAX_SHARD_BYTES named after the item; its progress in a small file the driver polls."""
@@ -177,7 +169,7 @@ class _ItemWriter:
     serializer = tfds.core.example_serializer.ExampleSerializer(
         self._features.get_serialized_info())
     adapter = tfds.core.file_adapters.ADAPTER_FOR_FORMAT[self._file_format]
-    progress = epath.Path(self._directory) / f'{_PROGRESS_PREFIX}{self._prefix}-{index:05d}'
+    progress_file = epath.Path(self._directory) / f'{_PROGRESS_PREFIX}{self._prefix}-{index:05d}'
     examples = iter(self._examples(item))
     counts = {'examples': 0, 'steps': 0}
     part, pending = 0, next(examples, None)
@@ -191,8 +183,8 @@ class _ItemWriter:
           data = serializer.serialize_example(self._features.encode_example(example))
           size += len(data)
           counts['examples'] += 1
-          counts['steps'] += _num_steps(example)
-          progress.write_text(json.dumps(counts))
+          counts['steps'] += progress.num_steps(example)
+          progress_file.write_text(json.dumps(counts))
           yield key, data
           pending = next(examples, None)
 
