@@ -205,6 +205,9 @@ def test_ctrl_c_before_any_shard_leaves_no_dataset_directory(tmp_path, monkeypat
 
 def test_empty_incomplete_directories_of_a_killed_build_are_removed(builds, tmp_path):
   stale = tmp_path / 'counting' / 'incomplete.AB12CD_1.0.0'
-  stale.mkdir(parents=True)
+  (stale / 'dqn_replay-train.tfrecord-00000-of-00001').mkdir(parents=True)  # What TFDS left.
+  beam = tmp_path / 'counting' / 'incomplete.EF34GH_0.9.0'  # Another version's, empty, old.
+  beam.mkdir()
+  os.utime(beam, (time.time() - 3600,) * 2)
   assert builds.run(tmp_path, episodes=3) == 0
   assert sorted(os.listdir(tmp_path / 'counting')) == ['1.0.0']

@@ -9,6 +9,7 @@ import hashlib
 import inspect
 import os
 import sys
+import time
 import shutil
 import types
 from typing import Any, Callable, Iterator, Optional
@@ -68,6 +69,7 @@ class RLDSBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """
     self._final_data_dir = os.fspath(self.data_dir)
     self._work: Optional[writing.WorkDir] = None
+    _remove_empty_incomplete_dirs(os.path.dirname(self._final_data_dir))
     try:
       super().download_and_prepare(download_dir=download_dir, download_config=download_config,
                                    **kwargs)
@@ -139,6 +141,17 @@ def _source_fingerprint(dl_manager: tfds.download.DownloadManager) -> Optional[s
         stat = os.stat(path)
         digest.update(f'{os.path.relpath(path, root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n'.encode())
   return digest.hexdigest()
+
+
+def _remove_empty_incomplete_dirs(parent: str, min_age_s: float = 60.0) -> None:
+  """Empty `incomplete.*` directories that killed builds (Beam ones too) left in `parent`; one
+  younger than `min_age_s` may belong to a build starting now, and is left."""
+  with contextlib.suppress(OSError):
+    for entry in os.scandir(parent):
+      if (entry.name.startswith('incomplete.') and entry.is_dir() and
+          time.time() - entry.stat().st_mtime > min_age_s):
+        with contextlib.suppress(OSError):  # Not empty: not ours to judge here.
+          os.rmdir(entry.path)
 
 
 def _remove_empty_parents(directory: str, stop: str) -> None:
