@@ -67,6 +67,14 @@ def test_list_sorts_filters_and_pages(directory):
     assert terminated['matching'] == sum(1 for e in everything['episodes']
                                          if e['ending'] == 'terminated' and e['length'] >= 5)
     assert all(e['ending'] == 'terminated' and e['length'] >= 5 for e in terminated['episodes'])
+    by_seed = await (await client.get('/api/episodes?sort=metadata.seed&order=desc&limit=500')).json()
+    assert [e['metadata']['seed'] for e in by_seed['episodes']] == sorted(
+        (e['metadata']['seed'] for e in everything['episodes']), reverse=True)
+    by_player = await (await client.get('/api/episodes?sort=metadata.player&limit=500')).json()
+    assert [e['metadata']['player'] for e in by_player['episodes']] == sorted(
+        e['metadata']['player'] for e in everything['episodes'])
+    info = await (await client.get('/api/dataset')).json()
+    assert info['metadata_keys'] == ['player', 'seed'] and info['episodes'] == 13
     players = await (await client.get('/api/episodes?q=P1')).json()
     assert {e['metadata']['player'] for e in players['episodes']} == {'p1'}
     pages = [await (await client.get(f'/api/episodes?sort=length&offset={o}&limit=5')).json()
@@ -152,7 +160,7 @@ def test_serves_only_the_dataset_and_its_page(directory):
       response = await client.get(path)
       assert response.status in (403, 404), (path, response.status)
       assert 'tfrecord' not in await response.text()
-    for query in ('sort=__class__', 'limit=0', 'limit=100000', 'offset=-1', 'min_length=x',
+    for query in ('sort=__class__', 'sort=metadata.steps', 'sort=metadata.nope', 'limit=0', 'limit=100000', 'offset=-1', 'min_length=x',
                   'ending=maybe'):
       response = await client.get(f'/api/episodes?{query}')
       assert response.status == 400, query

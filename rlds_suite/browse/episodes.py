@@ -79,7 +79,8 @@ def view(summary: index_lib.EpisodeSummary, episode: dict[str, Any]) -> dict[str
       if group == fields.OBSERVATION and (path or fields.OBSERVATION) in images:
         continue
       if leaf.dtype.kind in 'biuf' and leaf[0].size <= MAX_PLOTTED_SIZE:
-        series.append({'name': name, 'values': values.numbers(leaf.reshape(length, -1))})
+        series.append({'name': name, 'values': values.numbers(leaf.reshape(length, -1)),
+                       'discrete': leaf.dtype.kind in 'biu'})
       else:
         other[name] = [values.jsonable(v) for v in leaf]
   for key, value in steps.items():

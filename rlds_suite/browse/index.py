@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -23,6 +23,7 @@ from rlds_suite.tfds import datasets
 
 TERMINATED, TRUNCATED = 'terminated', 'truncated'
 SORT_KEYS = ('id', 'length', 'return', 'ending')
+METADATA_SORT = 'metadata.'  # sort=metadata.KEY sorts by that episode metadata field.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +87,20 @@ def summarize(episode_id: int, split: str, episode: dict[str, Any]) -> EpisodeSu
   return EpisodeSummary(episode_id, split, len(real), total, ending, metadata)
 
 
+def _metadata_key(value: Any) -> tuple[int, Any]:
+  if isinstance(value, bool) or value is None:
+    return (3 if value is None else 0, float(value or 0))
+  if isinstance(value, (int, float)):
+    return (0, float(value))
+  return (1, value) if isinstance(value, str) else (2, str(value))
+
+
+def sortable(sort: str, metadata_keys: Iterable[str]) -> bool:
+  """Whether `sort` names a column the list can be sorted by."""
+  return sort in SORT_KEYS or (sort.startswith(METADATA_SORT) and
+                               sort[len(METADATA_SORT):] in set(metadata_keys))
+
+
 class DatasetIndex:
   """The episode list and statistics of a dataset, filled by `build` (one pass, possibly in a
   thread while the list is already served)."""
@@ -97,6 +112,7 @@ class DatasetIndex:
     self.episodes: list[EpisodeSummary] = []
     self.stats = statistics.DatasetStatistics()
     self.error: Optional[str] = None
+    self.metadata_keys = [key for key in builder.info.features.keys() if key != fields.STEPS]
     self.done = threading.Event()
     self._lock = threading.Lock()
 
@@ -139,9 +155,14 @@ class DatasetIndex:
             and (min_length is None or r.length >= min_length)
             and (max_length is None or r.length <= max_length)
             and (not text or text in str(r.metadata).lower() or text == r.split)]
-    key = {'id': lambda r: (0, r.id), 'length': lambda r: (0, r.length),
-           'ending': lambda r: (0, r.ending),
-           'return': lambda r: (r.return_ is None, r.return_ or 0.0)}[sort]
+    if sort.startswith(METADATA_SORT):
+      field = sort[len(METADATA_SORT):]
+      # Numbers before text before lists, each in its own order; missing values last.
+      key = lambda r: _metadata_key(r.metadata.get(field))
+    else:
+      key = {'id': lambda r: (0, r.id), 'length': lambda r: (0, r.length),
+             'ending': lambda r: (0, r.ending),
+             'return': lambda r: (r.return_ is None, r.return_ or 0.0)}[sort]
     rows.sort(key=key, reverse=descending)
     return {'total': self.total, 'indexed': len(self.episodes), 'complete': self.done.is_set(),
             'error': self.error, 'matching': len(rows),

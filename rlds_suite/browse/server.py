@@ -85,7 +85,8 @@ async def _dataset(request: web.Request) -> web.Response:
       'name': request.app[NAME], 'full_name': info.full_name,
       'description': (info.description or '').strip()[:2000],
       'splits': [{'name': n, 'first': f, 'episodes': c} for n, f, c in index.ranges],
-      'episodes': index.total, 'features': str(info.features)[:20000]})
+      'episodes': index.total, 'metadata_keys': index.metadata_keys,
+      'features': str(info.features)[:20000]})
 
 
 def _int(request: web.Request, key: str, default: Optional[int], low: int = 0,
@@ -105,12 +106,14 @@ def _int(request: web.Request, key: str, default: Optional[int], low: int = 0,
 async def _episodes(request: web.Request) -> web.Response:
   query = request.query
   sort = query.get('sort', 'id')
-  if sort not in index_lib.SORT_KEYS:
-    raise web.HTTPBadRequest(text=f'sort must be one of {", ".join(index_lib.SORT_KEYS)}')
+  index = request.app[INDEX]
+  if not index_lib.sortable(sort, index.metadata_keys):
+    raise web.HTTPBadRequest(text=f'sort must be one of {", ".join(index_lib.SORT_KEYS)} or '
+                             f'{index_lib.METADATA_SORT}KEY of an episode metadata field')
   ending = query.get('ending') or None
   if ending not in (None, index_lib.TERMINATED, index_lib.TRUNCATED):
     raise web.HTTPBadRequest(text='ending must be terminated or truncated')
-  page = request.app[INDEX].query(
+  page = index.query(
       offset=_int(request, 'offset', 0), limit=_int(request, 'limit', 50, 1, MAX_PAGE),
       sort=sort, descending=query.get('order') == 'desc', ending=ending,
       text=query.get('q', '')[:200], min_length=_int(request, 'min_length', None),

@@ -3,7 +3,7 @@
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-const list = {offset: 0, sort: 'id', order: 'asc', matching: 0};
+const list = {offset: 0, sort: 'id', order: 'asc', matching: 0, metadataKeys: []};
 let player = null;
 let polling = null;
 
@@ -33,7 +33,8 @@ async function loadList() {
     tr.dataset.id = ep.id;
     tr.append(cell(ep.id, 'num'), cell(ep.split), cell(ep.length, 'num'),
               cell(ep.return === null ? 'n/a' : RLDSPlayer.show(ep.return), 'num'),
-              cell(ep.ending, ep.ending), cell(metadataText(ep.metadata), 'meta'));
+              cell(ep.ending, ep.ending));
+    for (const key of list.metadataKeys) tr.append(cell(key in ep.metadata ? RLDSPlayer.show(ep.metadata[key]) : '', 'meta'));
     tr.title = metadataText(ep.metadata);
     tr.onclick = () => { location.hash = `episode=${ep.id}`; };
     body.appendChild(tr);
@@ -68,7 +69,7 @@ function histogram(canvas, values) {
   g.fillStyle = '#333'; g.font = '11px sans-serif';
   g.fillText(RLDSPlayer.show(lo), 10, canvas.height - 4);
   const right = RLDSPlayer.show(hi); g.fillText(right, canvas.width - 10 - g.measureText(right).width, canvas.height - 4);
-  g.fillText(`highest bar: ${top} episodes`, canvas.width - 140, 12);
+  g.fillText(`highest bar: ${top} episode${top === 1 ? '' : 's'}`, canvas.width - 140, 12);
 }
 
 async function loadStats() {
@@ -115,7 +116,13 @@ function route() {
 
 async function init() {
   const info = await getJson('/api/dataset');
-  $('dataset-name').textContent = `${info.name} (${info.episodes} episodes)`;
+  $('dataset-name').textContent = info.name;
+  list.metadataKeys = info.metadata_keys;
+  const headRow = $('episode-table').querySelector('thead tr');
+  for (const key of info.metadata_keys) {
+    headRow.appendChild(Object.assign(document.createElement('th'), {textContent: key, title: 'episode metadata'}));
+    headRow.lastChild.dataset.sort = `metadata.${key}`;
+  }
   document.title = `${info.name}: rlds-suite browse`;
   for (const th of document.querySelectorAll('th[data-sort]')) {
     th.onclick = () => {

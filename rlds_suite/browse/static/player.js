@@ -9,6 +9,7 @@ const RLDSPlayer = (() => {
   const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
                   '#7f7f7f', '#bcbd22', '#17becf'];
   const BASE_FPS = 10;
+  const MIN_HEIGHT = 320;  // Pixels: smaller frames are scaled up by an integer factor.
 
   function el(tag, attrs = {}, children = []) {
     const node = document.createElement(tag);
@@ -22,7 +23,7 @@ const RLDSPlayer = (() => {
 
   function show(value) {
     if (value === null || value === undefined) return 'n/a';
-    if (typeof value === 'number') return Number.isInteger(value) ? String(value) : value.toPrecision(5);
+    if (typeof value === 'number') return Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(5)));
     if (Array.isArray(value)) return '[' + value.map(show).join(', ') + ']';
     return String(value);
   }
@@ -67,7 +68,9 @@ const RLDSPlayer = (() => {
         series.values.forEach((row, i) => {
           const v = row[d];
           if (v === null) { pen = false; return; }
-          if (pen) g.lineTo(x(i), y(v)); else g.moveTo(x(i), y(v));
+          if (!pen) g.moveTo(x(i), y(v));
+          else if (series.discrete) { g.lineTo(x(i), y(series.values[i - 1][d])); g.lineTo(x(i), y(v)); }
+          else g.lineTo(x(i), y(v));
           pen = true;
         });
         g.stroke();
@@ -87,6 +90,11 @@ const RLDSPlayer = (() => {
     const views = el('div', {class: 'views'});
     const imgs = episode.images.map((image) => {
       const img = el('img', {alt: image.name});
+      img.addEventListener('load', () => {  // Small frames (Atari 84x84, 210x160) scaled up.
+        if (img.dataset.scaled) return;
+        const k = Math.max(1, Math.ceil(MIN_HEIGHT / img.naturalHeight));
+        img.style.width = `${img.naturalWidth * k}px`; img.dataset.scaled = k;
+      });
       views.appendChild(el('div', {class: 'view'}, [el('div', {class: 'name', text: image.name}), img]));
       return img;
     });
