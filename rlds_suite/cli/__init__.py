@@ -19,7 +19,7 @@ from rlds_suite.core import errors
 # Command modules under rlds_suite.cli, in the order `--help` lists them.
 # Commands whose `source` is a dataset directory or a registered name, checked before TensorFlow.
 DATASET_COMMANDS = ('validate', 'export', 'show', 'stats', 'verify', 'browse')
-COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'recover', 'convert', 'export', 'creator', 'browse', 'list', 'show', 'stats', 'verify')
+COMMAND_MODULES = ('demo', 'build', 'validate', 'stream', 'record', 'recover', 'convert', 'export', 'creator', 'browse', 'list', 'show', 'stats', 'verify', 'evaluate', 'policies')
 
 
 class _Parser(argparse.ArgumentParser):
