@@ -40,7 +40,7 @@ import signal
 import sys
 import threading
 import types
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -191,6 +191,8 @@ class _Serializer:
     self._batch: list[dict[str, Any]] = []
     self._batch_bytes = self._seen_bytes = 0
     self._in_flight: collections.deque = collections.deque()
+    self._tfds_serializer = None if self._plan is not None else (
+        tfds.core.example_serializer.ExampleSerializer(features.get_serialized_info()))
 
   def add(self, example: EpisodeLike) -> Iterator[bytes]:
     """Takes one example; yields the serialized examples that are ready, in order."""
@@ -198,7 +200,7 @@ class _Serializer:
       if isinstance(example, Episode):
         example = example.as_example()
       try:
-        yield _tfds_serializer(self._features).serialize_example(
+        yield self._tfds_serializer.serialize_example(
             self._features.encode_example(example))
       except (TypeError, ValueError, KeyError) as e:
         raise errors.SchemaError(f'example does not match the declared features: {e}') from e
@@ -255,16 +257,6 @@ def _main_module_hidden() -> Iterator[None]:
     yield
   finally:
     sys.modules['__main__'] = main
-
-
-_SERIALIZERS: dict[int, Any] = {}
-
-
-def _tfds_serializer(features: tfds.features.FeaturesDict) -> Any:
-  if id(features) not in _SERIALIZERS:
-    _SERIALIZERS[id(features)] = tfds.core.example_serializer.ExampleSerializer(
-        features.get_serialized_info())
-  return _SERIALIZERS[id(features)]
 
 
 # --- The work directory: completed shards and what they hold ----------------------------------
@@ -398,7 +390,8 @@ def write_split(examples: Iterable[Any], *, features: tfds.features.FeaturesDict
   """Writes `examples` ((key, example) pairs or examples; keys are ignored) as `split`'s shards in
   `work`, after the shards an earlier run completed. Raises BuildStopped on Ctrl-C or a stop
   signal, after recording what is complete."""
-  if work.progress.shards(split) is not None and work.progress.splits[split]['done']:
+  work.progress.shards(split)  # Registers the split.
+  if work.progress.splits[split]['done']:
     return
   serializer = _Serializer(features, workers if workers is not None else (os.cpu_count() or 1))
   shards = _ShardWriter(work, split, shard_bytes)
