@@ -70,10 +70,19 @@ def test_parallel_build_equals_sequential_and_loads_with_tfds_alone(tmp_path, mo
   assert not [n for n in os.listdir(os.path.dirname(parallel.data_dir)) if n.startswith('incomplete')]
 
 
-def test_ragged_features_fall_back_to_tfds_encoding(tmp_path):
+def test_ragged_features_fall_back_to_tfds_encoding():
   ragged = features.rlds_features(observation=features.tensor((None,), np.float32),
                                   action=features.scalar(np.int32))
   assert writing.plan_of(ragged) is None
+  flags = np.array([True, False])
+  example = {'steps': {'observation': np.arange(6, dtype=np.float32).reshape(2, 3),
+                       'action': np.array([1, 2], np.int32), 'reward': np.zeros(2, np.float32),
+                       'discount': np.ones(2, np.float32), 'is_first': flags,
+                       'is_last': ~flags, 'is_terminal': ~flags}}
+  serializer = writing._Serializer(ragged, workers=2)  # pylint: disable=protected-access
+  ours = list(serializer.add(example)) + list(serializer.flush())
+  theirs = tfds.core.example_serializer.ExampleSerializer(ragged.get_serialized_info())
+  assert ours == [theirs.serialize_example(ragged.encode_example(example))]
 
 
 def test_example_not_matching_features_is_a_schema_error():
