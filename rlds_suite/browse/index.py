@@ -112,7 +112,7 @@ class DatasetIndex:
     self.episodes: list[EpisodeSummary] = []
     self.stats = statistics.DatasetStatistics()
     self.error: Optional[str] = None
-    self.metadata_keys = [key for key in builder.info.features.keys() if key != fields.STEPS]
+    self.metadata_keys = sorted(key for key in builder.info.features.keys() if key != fields.STEPS)
     self.done = threading.Event()
     self._lock = threading.Lock()
 
