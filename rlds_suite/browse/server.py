@@ -164,5 +164,7 @@ def serve(source: str, *, data_dir: Optional[str] = None, split: Optional[str] =
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   builder = datasets.load_builder(source, data_dir)
   app = create_app(builder, split, name=str(source))
-  print(f'browsing {source} ({app[INDEX].total} episodes) at http://{host}:{port}/', flush=True)
+  total = app[INDEX].total
+  print(f'browsing {source} ({total} episode{"" if total == 1 else "s"}) at http://{host}:{port}/',
+        flush=True)
   web.run_app(app, host=host, port=port, print=None)

@@ -45,7 +45,7 @@ async function loadList() {
   $('prev').disabled = list.offset === 0;
   $('next').disabled = last >= page.matching;
   $('progress').textContent = page.error ? `indexing failed: ${page.error}` :
-      page.complete ? `${page.total} episodes` : `indexing: ${page.indexed} of ${page.total} episodes read`;
+      page.complete ? `${page.total} episode${page.total === 1 ? '' : 's'}` : `indexing: ${page.indexed} of ${page.total} episodes read`;
   $('progress').className = page.error ? 'error' : '';
   for (const th of document.querySelectorAll('th[data-sort]')) {
     th.className = th.dataset.sort === list.sort ? `sorted-${list.order}` : '';
