@@ -2,11 +2,9 @@
 
 import logging
 import os
-import re
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from rlds_suite.core import errors
 from rlds_suite.core import fields
@@ -66,18 +64,6 @@ def test_corrupt_shard_is_named(tmp_path):
       pass
   assert raised.value.path == shard and 'truncated record' in str(raised.value)
   assert len(str(raised.value).splitlines()) == 1
-
-
-def test_corrupt_shard_is_named_at_the_tf_data_exit(tmp_path):
-  stream, shard = corrupt_stream(tmp_path)
-  iterator = iter(stream.dataset)
-  checkpoint = tf.train.Checkpoint(iterator=iterator)  # Still a checkpointable iterator.
-  path = checkpoint.save(str(tmp_path / 'ckpt'))
-  for _ in range(2):  # Read to the error, restore, read to the same error.
-    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(shard) + r' \(26 of 40 '):
-      for _ in iterator:
-        pass
-    checkpoint.restore(path)
 
 
 def test_no_deprecation_warnings_from_streams(directory, caplog):

@@ -53,37 +53,13 @@ def serialized_episodes(files: Sequence[tfds.core.FileInstruction], *, shuffle_f
   if shuffle_files and len(files) > 1:
     instructions = instructions.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
 
-  return instructions.interleave(checked_records,
-                                 cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
+  def records(filename, skip, take):
+    # No per-record function here: a tf.data function per episode (e.g. counting records to name a
+    # file that does not read back) tripled the CPU per step of short-episode state streams.
+    return tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER_BYTES).skip(skip).take(take)
+
+  return instructions.interleave(records, cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
                                  block_length=1)
-
-
-UNREADABLE_FILE = 'TFRecord file does not read back'  # Marks the error of `checked_records`.
-
-
-def checked_records(filename: tf.Tensor, skip: tf.Tensor, take: tf.Tensor) -> tf.data.Dataset:
-  """Records [skip, skip + take) of a TFRecord file; an error naming the file when fewer read back.
-
-  TensorFlow's DataLossError (truncated record, bad checksum) names no file and comes from deep in
-  a pipeline, so a record that does not read back, or a missing file, ends this file's records
-  (`ignore_errors`) and the file's end then fails with an InvalidArgumentError naming it. All in
-  the graph: iterators still save to a tf.train.Checkpoint, and the tf.data service can run it.
-  """
-  read = tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER_BYTES).skip(skip).take(take)
-  tagged = read.ignore_errors().map(lambda record: (record, False)).concatenate(
-      tf.data.Dataset.from_tensors((tf.constant(''), True)))  # The file's end.
-
-  def count(read_back, element):
-    record, end = element
-    complete = tf.logical_or(tf.logical_not(end), tf.equal(read_back, take))
-    message = tf.strings.join([UNREADABLE_FILE, ': ', filename, ' (',
-                               tf.strings.as_string(read_back), ' of ',
-                               tf.strings.as_string(take), ' records)'])
-    with tf.control_dependencies([tf.debugging.Assert(complete, [message])]):
-      return read_back + 1, (tf.identity(record), end)
-
-  return tagged.scan(tf.constant(0, tf.int64), count).filter(
-      lambda record, end: tf.logical_not(end)).map(lambda record, end: record)
 
 
 class EpisodeParser:
@@ -194,12 +170,6 @@ def numpy_groups(dataset: tf.data.Dataset, files: Sequence[str], name: str) -> I
     yield from tfds.as_numpy(dataset)
   except datasets.SHARD_READ_ERRORS as e:
     raise datasets.corrupt_shard_error(files, e, name, buffer_size=READ_BUFFER_BYTES) from None
-  except tf.errors.InvalidArgumentError as e:
-    unreadable = [f for f in files if f'{UNREADABLE_FILE}: {f} (' in e.message]
-    if not unreadable:
-      raise
-    raise datasets.corrupt_shard_error(unreadable[:1], e, name,
-                                       buffer_size=READ_BUFFER_BYTES) from None
 
 
 # ---- Step specs across datasets ----------------------------------------------------------------
