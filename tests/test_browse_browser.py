@@ -21,13 +21,9 @@ import rlds_suite
 from rlds_suite.browse import server
 from rlds_suite.tfds import datasets
 
-CHROMIUM, DRIVER = '/usr/bin/chromium', '/usr/bin/chromedriver'
 REPO = pathlib.Path(__file__).resolve().parent.parent
 MAGICAL_DUMMY = REPO / 'builders' / 'magical_demos' / 'dummy_data'
-webdriver = pytest.importorskip('selenium.webdriver')
-if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-  pytest.skip('chromium and chromium-driver are not installed (scripts/setup_envs.sh installs them)',
-              allow_module_level=True)
+from tests import chromium  # pylint: disable=g-import-not-at-top,wrong-import-position  (skips without a browser)
 
 from aiohttp import web  # pylint: disable=g-import-not-at-top,wrong-import-position
 from selenium.common import exceptions  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -36,13 +32,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # pylint: disab
 
 
 def _browser(profile: str):
-  options = webdriver.ChromeOptions()
-  options.binary_location = CHROMIUM
-  for flag in ('--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-               '--disable-component-update', '--disable-sync', '--no-first-run',
-               '--disable-dev-shm-usage', f'--user-data-dir={profile}', '--window-size=1200,1100'):
-    options.add_argument(flag)
-  return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+  return chromium.browser(profile, window='1200,1100')
 
 
 class Served:

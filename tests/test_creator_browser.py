@@ -21,12 +21,8 @@ import pytest
 
 from tests import creator_helpers as h
 
-CHROMIUM, DRIVER = '/usr/bin/chromium', '/usr/bin/chromedriver'
 pytest.importorskip('gymnasium')
-webdriver = pytest.importorskip('selenium.webdriver')
-if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-  pytest.skip('chromium and chromium-driver are not installed (scripts/setup_envs.sh installs them)',
-              allow_module_level=True)
+from tests import chromium  # pylint: disable=g-import-not-at-top,wrong-import-position  (skips without a browser)
 
 from selenium.common import exceptions  # pylint: disable=g-import-not-at-top,wrong-import-position
 from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -36,15 +32,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # pylint: disab
 
 
 def _browser(profile: str, downloads: str):
-  options = webdriver.ChromeOptions()
-  options.binary_location = CHROMIUM
-  for flag in ('--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-               '--disable-component-update', '--disable-sync', '--no-first-run',
-               '--disable-dev-shm-usage', f'--user-data-dir={profile}', '--window-size=1100,1000'):
-    options.add_argument(flag)
-  options.add_experimental_option('prefs', {'download.default_directory': downloads,
-                                            'download.prompt_for_download': False})
-  return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+  return chromium.browser(profile, window='1100,1000', downloads=downloads)
 
 
 def test_designer_player_replay_download_in_chromium(tmp_path):

@@ -12,4 +12,5 @@ PYTEST_ONLY = [
     "tests/test_creator_browser.py",
     "tests/test_creator_load.py",
     "tests/test_creator_postgres.py",
+    "tests/test_browse_browser.py",
 ]
