@@ -403,7 +403,7 @@ function onEvent(event) {
     $('verdict').hidden = false; $('confirmation').hidden = true;
     $('verdict-text').textContent = `Episode over: ${event.ending_text || ENDINGS[event.ending] || event.ending}, after ${event.steps - 1} actions, return ${Number(event.return).toFixed(2)}. It is saved; keep it for the study?`;
   } else if (event.type === 'saved') {
-    play.ended = true; $('verdict').hidden = true;
+    play.ended = true; play.waiting = false; setOverlay(); $('verdict').hidden = true;
     const words = {COMPLETED: 'Kept: thank you, this episode is part of the study.',
                    REJECTED: 'Rejected: this episode will not be used.',
                    CANCELLED: 'Stopped: the episode so far is saved as cancelled.'};
@@ -411,7 +411,7 @@ function onEvent(event) {
     $('confirmation').hidden = false;
     setTimeout(() => listMyEpisodes().catch(showError), 300);
   } else if (event.type === 'abandoned') {
-    play.ended = true;
+    play.ended = true; play.waiting = false; setOverlay();
     $('confirmation-text').textContent = 'The episode was abandoned: ' + event.reason + '.'; $('confirmation').hidden = false;
   } else if (event.type === 'error') {
     $('message').textContent = event.error;
