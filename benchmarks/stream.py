@@ -27,27 +27,15 @@ Peak memory is the peak RSS (VmHWM) of a subprocess reading the same number of b
 dataset, above its TensorFlow baseline; 1x and 10x both have more files than the stream keeps open
 (streams.reading.READ_CYCLE_LENGTH), so only the dataset size differs between them.
 
-Measured (--quick, 3 rounds, 2 vCPUs shared with other test runs, load 3-6; the raw read ran at
-6.8-11.3M steps/s, the image raw read at 28-30k frames/s), median [min..max] of the rounds:
-  d4rl  ours/raw_read     0.57x [0.44..0.59]  (target 0.5x: met)
-        ours/naive       39x    [20..41]      (target 10x: met)
-        cached/raw_read   1.09x [0.57..1.68]  (target 0.8x: met, by the median; 6.5-11.3M steps/s)
-        prototype/raw     2.00x [1.34..2.69]
-        3-mix/raw_read    0.41x [0.38..0.77]; graph (tf.data exit) ours/naive 9.6x, ours/raw 0.11x
-  image ours/naive        0.76x [0.75..0.83]; ours/raw 0.12x (ZLIB decoding)
-        cached/ours      17.1x  [15.8..30.2]  (target 10x: met; 58-103k frames/s)
-        prototype/ours   26.7x
-  memory: 41 MiB (1x) vs 36 MiB (10x) above TensorFlow: flat; images 923 MiB (budget 1 GiB).
-The run before the numpy-drawn cached blocks (same machine, load 1-5) gave cached/raw 0.41x
-[0.38..1.03]: each 10,240-step block of row indices then came from a tf.data pipeline (episode
-shuffle, ragged row ranges, units cut for every field, rebatch, permutation) that cost ~0.65 ms of
-CPU per block, as much as the consumer's own gather and slicing, on a machine with no CPU to spare;
-np.memmap slices (not plain ndarray views) cost another ~30% of the slicing. What bounds each now:
-the uncached state stream is bound by parsing (one parse_example per ~10 episodes) and by the
-Python loop itself; the cached state stream by the consumer's gather (one `take` per field from
-the memory maps) and slicing 40 batches per block; the prototype is leaner (no permutation, mixing
-or epoch tags). The uncached image stream is bound by ZLIB decoding (~200-500 us a frame), as is
-the naive recipe.
+Measured (--quick, 3 rounds, 2 vCPUs shared with other engineers, load 11-13; README has the
+alternated A/B on a 1,700-episode CartPole-like set): the tf.data exit in a tf.function loop 1.25x
+[1.08-1.50x] `as_numpy` (d4rl_like), a Keras fit on it 1.82x [0.80-3.24x] in-memory arrays, frames
+0.87x [0.71-1.17x] the naive recipe at 0.75x its CPU per frame and 0.78x the raw decode rate,
+cached frames 11.2x uncached; memory 55 MiB (1x) vs 45 MiB (10x). That run's batched raw read
+counted short elements as 1024 records (fixed since). What bounds each: uncached state streams
+parse (one parse_example per up to 32k steps) and permute every field of a block (~200 ns of CPU a
+CartPole step against ~20 for the batched raw read); cached ones draw a block's permutation and
+take every field from the memory maps (~55 ns a step); frames are bound by ZLIB decoding.
 """
 
 from __future__ import annotations
