@@ -9,7 +9,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from rlds_suite.core import errors
-from rlds_suite.recording import compression
+from rlds_suite.tfds import compression
 
 
 @settings(max_examples=40, deadline=None)

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 import numpy as np
 
 from rlds_suite.core.episodes import Episode, EpisodeBatch
-from rlds_suite.recording import example_wire
+from rlds_suite.tfds import example_wire
 from rlds_suite.recording import serialization
 from rlds_suite.tfds import features
 from tensorflow_datasets.proto import tf_example_pb2

@@ -24,8 +24,8 @@ from tensorflow_datasets.core import utils as tfds_utils
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.core.episodes import Episode, EpisodeBatch
-from rlds_suite.recording import compression
-from rlds_suite.recording import example_wire
+from rlds_suite.tfds import compression
+from rlds_suite.tfds import example_wire
 
 
 def _is_stackable(feature: tfds.features.FeatureConnector) -> bool:

@@ -1,8 +1,8 @@
 """Episodes -> serialized tf.train.Example bytes from a plan of flat leaves, batch per field.
 
 The plan (`Leaf`s) is made from a TFDS FeaturesDict by `rlds_suite.tfds.writing`; this module
-needs only numpy, the recording's wire format (`example_wire`) and encoders (`compression`), so
-a build's pool workers import neither TensorFlow nor TFDS (a worker is ~40 MB, not ~500 MB).
+needs only numpy, the wire format (`example_wire`) and encoders (`compression`) it shares with the
+recording, so a build's pool workers import neither TensorFlow nor TFDS (a worker is ~40 MB, not ~500 MB).
 Each field of a batch of episodes is encoded once (float32 bytes, packed varints, PNG or ZLIB per
 step, raw rows) and cut into per-episode entries: the bytes parse to the same example as TFDS's
 own serialization (tests/test_writing.py checks it).
@@ -11,32 +11,15 @@ own serialization (tests/test_writing.py checks it).
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import signal
-import sys
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-
-def _plain_recording_module(name: str) -> Any:
-  """rlds_suite.recording.NAME without running the package's __init__ (it imports envlogger and
-  TensorFlow, which a pool worker must not pay for); the usual import where it is loaded."""
-  full = f'rlds_suite.recording.{name}'
-  if full in sys.modules or 'rlds_suite.recording' in sys.modules:
-    return importlib.import_module(full)
-  spec = importlib.util.find_spec('rlds_suite')
-  location = spec.submodule_search_locations[0]
-  module_spec = importlib.util.spec_from_file_location(full, f'{location}/recording/{name}.py')
-  module = importlib.util.module_from_spec(module_spec)
-  sys.modules[full] = module
-  module_spec.loader.exec_module(module)
-  return module
+from rlds_suite.tfds import compression
+from rlds_suite.tfds import example_wire
 
 
-example_wire = _plain_recording_module('example_wire')
-compression = _plain_recording_module('compression')
 
 # How a leaf is written: packed numbers, or a BytesList with one item per row.
 FLOAT, INT, RAW, PNG, ZLIB, TEXT = 'float', 'int', 'raw', 'png', 'zlib', 'text'
