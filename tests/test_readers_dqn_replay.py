@@ -78,22 +78,6 @@ def _expected(rows, spans, first_add=0, stop_add=None, cut_at=None):
   return sorted(out)
 
 
-def _parallel(logs, checkpoints=None):
-  """The Beam path without Beam: edges_of per checkpoint, grouped by boundary, join_edges."""
-  run = dqn_replay.Run(logs)
-  selection = dqn_replay.Selection(run, run.select(checkpoints))
-  found, boundaries = [], collections.defaultdict(list)
-  for checkpoint in dqn_replay.checkpoints_to_read(run, run.select(checkpoints)):
-    for kind, key, payload in dqn_replay.edges_of(run, checkpoint, selection, block_rows=7):
-      if kind == 'episode':
-        found.append(payload[0])
-      else:
-        boundaries[key].append(payload)
-  for boundary, edges in boundaries.items():
-    found += dqn_replay.join_edges(boundary, edges, selection, logs)
-  return found
-
-
 LENGTHS = [5, 17, 30, 2, 41, 9, 12, 33, 1, 26, 8, 40, 3, 19]
 
 
@@ -104,18 +88,15 @@ def test_batch_rl_logging_rule(tmp_path):
        final=True)
   expected = _expected(rows, spans)
   assert _summary(dqn_replay.read_run(tmp_path, block_rows=7)) == expected
-  assert _summary(_parallel(tmp_path)) == expected
 
 
 def test_periodic_checkpoints_overlap_and_wrap(tmp_path):
   """dopamine's own save() at arbitrary add counts: rows already logged are not read twice. The
-  41-step episode outlasts a checkpoint's 37 new rows: read in one pass it is whole; the parallel
-  path refuses it, naming the checkpoint."""
+  41-step episode outlasts a checkpoint's 37 new rows: read in one pass it is whole (the Beam
+  path's spans, tests/test_readers_dqn_replay_spans.py, too)."""
   rows, spans = _stream(LENGTHS)
   _log(tmp_path, rows, 60, {37, 74, 111, 148, 185, 222, 259, len(rows)})
   assert _summary(dqn_replay.read_run(tmp_path, block_rows=5)) == _expected(rows, spans)
-  with pytest.raises(errors.EpisodeBoundaryError, match=r'ckpt\.\d+\.gz: terminal: .* no episode end'):
-    _parallel(tmp_path)
 
 
 def test_checkpoint_range_holds_episodes_starting_in_it(tmp_path):
@@ -125,7 +106,6 @@ def test_checkpoint_range_holds_episodes_starting_in_it(tmp_path):
   # Checkpoint 2 holds add indices [99, 149); its last episode is read on into checkpoint 3.
   expected = _expected(rows, spans, first_add=99, stop_add=149)
   assert _summary(dqn_replay.read_run(tmp_path, [2])) == expected
-  assert _summary(_parallel(tmp_path, [2])) == expected
 
 
 def test_a_skipped_log_ends_the_episode_in_flight(tmp_path, caplog):
