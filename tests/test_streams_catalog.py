@@ -147,5 +147,9 @@ def test_magical_preprocessing_is_declared_not_applied():
   assert cat.resolve({}, raw).source == 'magical_demos/move_to_corner'
   with pytest.raises(errors.UnresolvedDatasetError, match=(
       r"magical_preproc='LoRes4E'.*magical_demos/move_to_corner \(magical_preproc=None, "
-      r'magical_remove_null_actions=False\) \(the catalog does not preprocess')):
+      r'magical_remove_null_actions=False\); ilr_shards/demos-magical-MoveToCorner '
+      r'\(magical_preproc=LoResCHW4E\) \(the catalog does not preprocess')):
     cat.resolve({'env_cfg': {'magical_preproc': 'LoRes4E'}}, raw)
+  # il-representations' processed MAGICAL shards were made with LoResCHW4E.
+  assert cat.resolve({'env_cfg': {'magical_preproc': 'LoResCHW4E'}}, raw).source == (
+      'ilr_shards/demos-magical-MoveToCorner')

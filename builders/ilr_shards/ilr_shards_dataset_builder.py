@@ -74,8 +74,11 @@ def shard_paths(root: pathlib.Path, config: ShardsConfig) -> list[pathlib.Path]:
 class Builder(builder_base.RLDSBuilder):
   """il-representations processed datasets (HumanCompatibleAI/il-representations)."""
 
+  # MAGICAL's simulator cannot be installed on a current stack, so no random rollouts are
+  # declared for it (configs_found still finds processed random shards made elsewhere).
   BUILDER_CONFIGS = [config_for(data_type, layout)
-                     for data_type in DATA_TYPES for layout in tasks.LAYOUTS.values()]
+                     for data_type in DATA_TYPES for layout in tasks.LAYOUTS.values()
+                     if not (data_type == 'random' and layout.benchmark == tasks.MAGICAL)]
   MANUAL_DOWNLOAD_INSTRUCTIONS = """
   Pass il-representations' data root as --manual_dir: a config reads the *.tar.zst shards in
   processed/<type>/<benchmark>/<task>/ (or data/processed/...), as mkdataset_demos and
