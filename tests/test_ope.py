@@ -191,8 +191,10 @@ def test_evaluate_command_end_to_end(halfcheetah, dope, tmp_path, capsys, estima
                    'policy_2.pkl', '--policy_dir', policy_dir, '--estimator', estimator,
                    '--ground_truth', str(truth), '--steps', '20', '--hidden', '8',
                    '--batch_size', '4', '--bootstraps', '20', '--plot', str(plot)] +
-                  # The stream's start costs seconds: the fqe case reads it, dr reads memory.
-                  (['--in_memory'] if estimator == 'dr' else []))
+                  # The stream's start costs seconds: the fqe case reads it (through its cache),
+                  # dr reads memory.
+                  (['--in_memory'] if estimator == 'dr' else
+                   ['--cache_dir', str(tmp_path / 'cache')]))
   out = capsys.readouterr().out
   assert code == 0, out
   lines = out.splitlines()
@@ -214,6 +216,24 @@ def test_fqe_stream_and_memory_batches_agree_on_content(halfcheetah):
   got = np.lexsort(batch['observation'].T)
   for key in memory:
     np.testing.assert_allclose(np.asarray(batch[key])[got], memory[key][order], rtol=1e-6)
+
+
+def test_fqe_checkpoints_resume(halfcheetah, dope, tmp_path):
+  data = data_lib.load(halfcheetah)
+  policy = policies.load(dope['policy_0.pkl'])
+  config = fqe.FQEConfig(hidden=(8,), batch_size=4, num_steps=5)
+  first = fqe.FQE(17, 6, False, config)
+  assert len(first.fit(policy, fqe.array_batches(data.transitions(), 4),
+                       checkpoint_dir=str(tmp_path))) == 5
+  again = fqe.FQE(17, 6, False, config)
+  losses = again.fit(policy, fqe.array_batches(data.transitions(), 4), num_steps=8,
+                     checkpoint_dir=str(tmp_path))
+  assert len(losses) == 3 and int(again.steps) == 8
+  obs = data.initial_observations()
+  actions = policy.mean(obs)
+  restored = fqe.FQE(17, 6, False, config)
+  restored.fit(policy, iter(()), num_steps=8, checkpoint_dir=str(tmp_path))
+  np.testing.assert_allclose(restored.q_values(obs, actions), again.q_values(obs, actions))
 
 
 def test_importance_sampling_without_log_probs_is_refused(halfcheetah, dope):
