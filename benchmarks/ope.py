@@ -22,6 +22,11 @@ memory), the same network and policy, after a warm-up, interleaved --rounds time
 start-up (first batch) is printed apart. Memory: peak RSS (VmHWM) of a subprocess training FQE from
 the stream on the dataset and on one --scale times larger, above a subprocess that imports the
 same modules and stops.
+
+Measured (--quick, 2 shared vCPUs, load 2.5-5; see README "Off-policy evaluation"): rank
+correlation 1.00 [0.94..1.00] and regret@1 0.00 for FQE and DR over 3 seeds, absolute error 0.098
+(FQE) and 0.044 (DR); updates/s stream/memory 0.49x, stream+cache/memory 1.01x; peak RSS flat
+(109 vs 105 MiB for an 8x dataset).
 """
 
 from __future__ import annotations

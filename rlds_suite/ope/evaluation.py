@@ -155,6 +155,7 @@ def plot(report: Report, path: str, title: str = '') -> None:
   axis.plot([low, high], [low, high], 'k--', linewidth=1, label='estimate = truth')
   axis.axhline(report.baseline.estimate, color='gray', linestyle=':', linewidth=1,
                label='behaviour average')
+  axis.margins(0.1)  # room for the labels of the extreme points
   axis.set_xlabel('true value')
   axis.set_ylabel('estimated value')
   summary = ', '.join(f'{k} {v:.2f}' for k, v in report.metrics.items())
