@@ -185,42 +185,18 @@ def array_batches(transitions: Mapping[str, np.ndarray], batch_size: int,
     yield {k: v[rows] for k, v in transitions.items()}
 
 
-def prefetched(batches: Iterator[Any], size: int = 8) -> Iterator[Any]:
-  """`batches` drawn ahead by a daemon thread (at most `size` waiting), so that reading the next
-  batch overlaps the update running on this one (TensorFlow releases the GIL while it runs)."""
-  import queue  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  import threading  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  ready: queue.Queue = queue.Queue(maxsize=size)
-  done = object()
-
-  def fill():
-    try:
-      for batch in batches:
-        ready.put(batch)
-      ready.put(done)
-    except BaseException as e:  # pylint: disable=broad-except
-      ready.put(e)  # raised again in the consumer
-
-  threading.Thread(target=fill, daemon=True, name='fqe-prefetch').start()
-  while True:
-    item = ready.get()
-    if item is done:
-      return
-    if isinstance(item, BaseException):
-      raise item
-    yield item
-
-
 def stream_batches(source: Any, batch_size: int, seed: int = 0, prefetch: int = 8,
                    **stream_kwargs: Any) -> Iterator[dict[str, np.ndarray]]:
   """Shuffled transitions of a dataset (directory or registered name) from rlds_suite.streams,
   with their bootstrap mask from the RLDS flags; repeats forever. `prefetch` batches are read
   ahead in a thread (0: none)."""
   from rlds_suite import streams  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  # The read-ahead thread of dqn_replay's reader (errors in order, stops when the caller does).
+  from rlds_suite.readers.dqn_replay import _read_ahead  # pylint: disable=g-import-not-at-top,import-outside-toplevel,protected-access
   stream = streams.stream([os.fspath(source)], unit=streams.Transitions(), batch_size=batch_size,
                           seed=seed, **stream_kwargs)
   batches = _with_bootstrap(streams.as_numpy(stream))
-  return prefetched(batches, prefetch) if prefetch else batches
+  return _read_ahead(batches, prefetch) if prefetch else batches
 
 
 def _with_bootstrap(batches: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, np.ndarray]]:
