@@ -79,6 +79,16 @@ def test_d4rl_log_prob_is_a_density(distribution):
   assert empirical == pytest.approx(float(np.exp(policy.log_prob(obs, [[centre]]))[0]), rel=0.05)
 
 
+@pytest.mark.parametrize('protocol', [2, 4])
+def test_d4rl_pickles_of_older_protocols_load(tmp_path, protocol):
+  weights = write_dope_policies.d4rl_weights(17, 6, seed=5)
+  path = tmp_path / 'policy.pkl'
+  path.write_bytes(pickle.dumps(weights, protocol=protocol))
+  obs = np.linspace(-1, 1, 17)
+  np.testing.assert_allclose(policies.load(str(path)).act(obs, np.zeros(6))[1][0],
+                             deep_ope_act(weights, obs, np.zeros(6))[1], rtol=1e-5)
+
+
 def test_policy_pickle_errors_name_file_and_field(tmp_path):
   weights = write_dope_policies.d4rl_weights(17, 6)
   del weights['fc1/bias']
