@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from rlds_suite.core import fields
+from rlds_suite.core import read_ahead
 from rlds_suite.ope import data as data_lib
 from rlds_suite.ope import policies as policies_lib
 
@@ -192,11 +193,10 @@ def stream_batches(source: Any, batch_size: int, seed: int = 0, prefetch: int = 
   ahead in a thread (0: none)."""
   from rlds_suite import streams  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   # The read-ahead thread of dqn_replay's reader (errors in order, stops when the caller does).
-  from rlds_suite.readers.dqn_replay import _read_ahead  # pylint: disable=g-import-not-at-top,import-outside-toplevel,protected-access
   stream = streams.stream([os.fspath(source)], unit=streams.Transitions(), batch_size=batch_size,
                           seed=seed, **stream_kwargs)
   batches = _with_bootstrap(streams.as_numpy(stream))
-  return _read_ahead(batches, prefetch) if prefetch else batches
+  return read_ahead.read_ahead(batches, prefetch, name='fqe-read-ahead') if prefetch else batches
 
 
 def _with_bootstrap(batches: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, np.ndarray]]:

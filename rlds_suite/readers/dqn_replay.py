@@ -29,15 +29,14 @@ import functools
 import logging
 import os
 import pathlib
-import queue
 import re
-import threading
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import read_ahead
 from rlds_suite.readers import gzip_npy
 
 STORE_FIELDS = ('observation', 'action', 'reward', 'terminal')
@@ -277,7 +276,7 @@ def checkpoint_pieces(run: Run, checkpoint: int, block_rows: int = BLOCK_ROWS) -
           columns = [s.read(min(block_rows, stop - first)) for s in streams]
           yield Rows(*columns, first_add=base + first)
 
-      return _read_ahead(blocks())
+      return read_ahead.read_ahead(blocks(), name='dqn_replay-read-ahead')
 
     if wrapped:
       yield from _cut(read_range(newest_stop, newest_first_add), checkpoint)
@@ -289,48 +288,6 @@ def checkpoint_pieces(run: Run, checkpoint: int, block_rows: int = BLOCK_ROWS) -
       for s in streams:
         s.skip(start_row)
       yield from _cut(read_range(oldest_stop, layout.first_add - start_row), checkpoint)
-
-
-def _read_ahead(blocks: Iterator[Rows], depth: int = 4) -> Iterator[Rows]:
-  """`blocks`, read `depth` ahead by a thread: inflating (zlib and its CRC release the GIL)
-  overlaps the caller's work on the blocks before. Errors arrive in order; stopping early ends
-  the thread."""
-  ahead: queue.Queue = queue.Queue(depth)
-  stop = threading.Event()
-  done = object()
-
-  def put(item: object) -> bool:
-    """Hands `item` over unless the caller stopped; whether it did."""
-    while not stop.is_set():
-      try:
-        ahead.put(item, timeout=0.1)
-        return True
-      except queue.Full:
-        continue
-    return False
-
-  def read() -> None:
-    try:
-      for block in blocks:
-        if not put(block):
-          return
-      put(done)
-    except BaseException as e:  # pylint: disable=broad-except  # Raised in the caller instead.
-      put(e)
-
-  thread = threading.Thread(target=read, name='dqn_replay-read-ahead', daemon=True)
-  thread.start()
-  try:
-    while True:
-      item = ahead.get()
-      if item is done:
-        return
-      if isinstance(item, BaseException):
-        raise item
-      yield item
-  finally:
-    stop.set()
-    thread.join()
 
 
 def _cut(blocks: Iterable[Rows], checkpoint: int) -> Iterator[Piece]:
