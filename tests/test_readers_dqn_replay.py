@@ -6,9 +6,7 @@ several logging schedules to check the add-order reconstruction, the checkpoint-
 parallel (edges / join) path against the sequential one.
 """
 
-import collections
 import gzip
-import pathlib
 
 import numpy as np
 import pytest
@@ -17,108 +15,49 @@ from rlds_suite.core import episodes
 from rlds_suite.core import errors
 from rlds_suite.readers import dqn_replay
 from rlds_suite.readers import gzip_npy
+from tests import dqn_replay_buffers as buffers
 
 
-def _stream(lengths, terminal_last=True):
-  """The add stream of episodes of `lengths` steps: (observation, action, reward, terminal) rows
-  and each episode's (first step's add index, steps)."""
-  rows, spans = [], []
-  step = 0
-  for length in lengths:
-    rows += [(np.zeros(2, np.uint8), 0, 0.0, 0)] * (dqn_replay.STACK_SIZE - 1)
-    spans.append((len(rows), length))
-    for t in range(length):
-      step += 1
-      obs = np.array([step % 251 + 1, step // 251], np.uint8)
-      rows.append((obs, step % 5, float(t % 3 - 1), int(t == length - 1 and terminal_last)))
-  return rows, spans
-
-
-def _log(directory: pathlib.Path, rows, capacity: int, log_after: set, final: bool = False):
-  """Replays `rows` into a circular buffer, saving it after the adds in `log_after` (add counts),
-  and, with `final`, once more at the end with the cursor as add count (batch_rl's last log)."""
-  directory.mkdir(parents=True, exist_ok=True)
-  store = {'observation': np.zeros((capacity, 2), np.uint8), 'action': np.zeros(capacity, np.int32),
-           'reward': np.zeros(capacity, np.float32), 'terminal': np.zeros(capacity, np.uint8)}
-  checkpoint = 0
-
-  def save(add_count):
-    nonlocal checkpoint
-    for field, array in store.items():
-      with gzip.open(dqn_replay.store_file(directory, field, checkpoint), 'wb') as f:
-        np.save(f, array)
-    with gzip.open(dqn_replay.add_count_file(directory, checkpoint), 'wb') as f:
-      np.save(f, np.array(add_count))
-    checkpoint += 1
-
-  for add, row in enumerate(rows):
-    for field, value in zip(store, row):
-      store[field][add % capacity] = value
-    if add + 1 in log_after:
-      save(add + 1)
-  if final:
-    save(len(rows) % capacity)
-
-
-def _summary(trajectories):
-  return sorted((t.metadata['first_add_index'], len(t.rewards), t.ending.value,
-                 int(t.observations[0][0])) for t in trajectories)
-
-
-def _expected(rows, spans, first_add=0, stop_add=None, cut_at=None):
-  """Episodes whose first step lies in [first_add, stop_add), cut short (truncated) at `cut_at`."""
-  out = []
-  for start, length in spans:
-    if start < first_add or (stop_add is not None and start >= stop_add):
-      continue
-    ending = 'truncated' if length >= dqn_replay.TIME_LIMIT else 'terminated'
-    if cut_at is not None and start < cut_at < start + length:
-      length, ending = cut_at - start, 'truncated'
-    out.append((start, length, ending, int(rows[start][0][0])))
-  return sorted(out)
-
-
-LENGTHS = [5, 17, 30, 2, 41, 9, 12, 33, 1, 26, 8, 40, 3, 19]
 
 
 def test_batch_rl_logging_rule(tmp_path):
-  rows, spans = _stream(LENGTHS)
+  rows, spans = buffers.stream(buffers.LENGTHS)
   capacity = 50
-  _log(tmp_path, rows, capacity, {a for a in range(1, len(rows) + 1) if a % capacity == capacity - 1},
+  buffers.log(tmp_path, rows, capacity, {a for a in range(1, len(rows) + 1) if a % capacity == capacity - 1},
        final=True)
-  expected = _expected(rows, spans)
-  assert _summary(dqn_replay.read_run(tmp_path, block_rows=7)) == expected
+  expected = buffers.expected(rows, spans)
+  assert buffers.summary(dqn_replay.read_run(tmp_path, block_rows=7)) == expected
 
 
 def test_periodic_checkpoints_overlap_and_wrap(tmp_path):
   """dopamine's own save() at arbitrary add counts: rows already logged are not read twice. The
   41-step episode outlasts a checkpoint's 37 new rows: read in one pass it is whole (the Beam
   path's spans, tests/test_readers_dqn_replay_spans.py, too)."""
-  rows, spans = _stream(LENGTHS)
-  _log(tmp_path, rows, 60, {37, 74, 111, 148, 185, 222, 259, len(rows)})
-  assert _summary(dqn_replay.read_run(tmp_path, block_rows=5)) == _expected(rows, spans)
+  rows, spans = buffers.stream(buffers.LENGTHS)
+  buffers.log(tmp_path, rows, 60, {37, 74, 111, 148, 185, 222, 259, len(rows)})
+  assert buffers.summary(dqn_replay.read_run(tmp_path, block_rows=5)) == buffers.expected(rows, spans)
 
 
 def test_checkpoint_range_holds_episodes_starting_in_it(tmp_path):
-  rows, spans = _stream(LENGTHS)
+  rows, spans = buffers.stream(buffers.LENGTHS)
   logs = sorted({49, 99, 149, 199, 249, len(rows)})
-  _log(tmp_path, rows, 50, set(logs))
+  buffers.log(tmp_path, rows, 50, set(logs))
   # Checkpoint 2 holds add indices [99, 149); its last episode is read on into checkpoint 3.
-  expected = _expected(rows, spans, first_add=99, stop_add=149)
-  assert _summary(dqn_replay.read_run(tmp_path, [2])) == expected
+  expected = buffers.expected(rows, spans, first_add=99, stop_add=149)
+  assert buffers.summary(dqn_replay.read_run(tmp_path, [2])) == expected
 
 
 def test_a_skipped_log_ends_the_episode_in_flight(tmp_path, caplog):
-  rows, spans = _stream(LENGTHS)
+  rows, spans = buffers.stream(buffers.LENGTHS)
   # The log after add 99 is missing: adds 49-108 are overwritten before checkpoint 1 (at 159).
-  _log(tmp_path, rows, 50, {49, 159, 209, 259, len(rows)})
-  got = _summary(dqn_replay.read_run(tmp_path))
+  buffers.log(tmp_path, rows, 50, {49, 159, 209, 259, len(rows)})
+  got = buffers.summary(dqn_replay.read_run(tmp_path))
   lost_from, lost_to = 49, 159 - 50  # Add indices never logged.
   assert 'never logged' in caplog.text
   # The episode in flight at add 49 ends there; those starting in the lost rows, and the rows after
   # them up to the first episode end (an episode whose start was lost), are missing.
   first_after = min(a for a, row in enumerate(rows) if a >= lost_to and row[3]) + 1
-  kept = [e for e in _expected(rows, spans, cut_at=lost_from)
+  kept = [e for e in buffers.expected(rows, spans, cut_at=lost_from)
           if e[0] < lost_from or e[0] >= first_after]
   assert got == kept
 

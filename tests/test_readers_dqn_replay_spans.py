@@ -1,22 +1,16 @@
 """rlds_suite.readers.dqn_replay_spans: episodes found from terminal files alone and read back in
-work items give exactly `read_run`'s episodes, on the simulated buffers of test_readers_dqn_replay
+work items give exactly `read_run`'s episodes, on the simulated buffers of tests/dqn_replay_buffers.py
 (wrapped files, overlapping logs, skipped logs, checkpoint ranges, episodes longer than a
 checkpoint)."""
-
-import importlib.util
-import pathlib
 
 import pytest
 
 from rlds_suite.readers import dqn_replay
 from rlds_suite.readers import dqn_replay_spans
+from tests import dqn_replay_buffers as buffers
 
-_spec = importlib.util.spec_from_file_location(
-    'dqn_replay_buffers', pathlib.Path(__file__).parent / 'test_readers_dqn_replay.py')
-buffers = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(buffers)
 
-ROWS, _ = buffers._stream(buffers.LENGTHS)  # pylint: disable=protected-access
+ROWS, _ = buffers.stream(buffers.LENGTHS)
 SCHEDULES = {
     'batch_rl': (50, {a for a in range(1, len(ROWS) + 1) if a % 50 == 49}, True),
     'overlapping_and_longer_than_a_checkpoint': (60, {37, 74, 111, 148, 185, 222, 259, len(ROWS)},
@@ -31,7 +25,7 @@ SCHEDULES = {
 @pytest.mark.parametrize('num_items', [1, 50])
 def test_work_items_read_the_episodes_read_run_reads(tmp_path, schedule, checkpoints, num_items):
   capacity, log_after, final = SCHEDULES[schedule]
-  buffers._log(tmp_path, ROWS, capacity, log_after, final=final)  # pylint: disable=protected-access
+  buffers.log(tmp_path, ROWS, capacity, log_after, final=final)
   run = dqn_replay.Run(tmp_path)
   if checkpoints and checkpoints[-1] not in run.available:
     pytest.skip('no such checkpoint in this schedule')
@@ -42,7 +36,7 @@ def test_work_items_read_the_episodes_read_run_reads(tmp_path, schedule, checkpo
   found = [t for item in items
            for t in dqn_replay_spans.read_spans(str(tmp_path), item, checkpoints)]
   expected = list(dqn_replay.read_run(tmp_path, checkpoints, block_rows=7))
-  summary = buffers._summary  # pylint: disable=protected-access
+  summary = buffers.summary
   assert summary(found) == summary(expected)
   for got, want in zip(sorted(found, key=_first), sorted(expected, key=_first)):
     assert got.metadata == want.metadata

@@ -19,7 +19,10 @@ from rlds_suite.browse import episodes as episodes_lib
 from rlds_suite.browse import index as index_lib
 from rlds_suite.creator import frames
 
-STATIC_DIR = os.path.join(os.path.dirname(__file__), 'static')
+# Where the page's files really are: under Bazel (runfiles) each file is a link into the source
+# tree, which a static route that follows no links would refuse.
+STATIC_DIR = os.path.dirname(os.path.realpath(
+    os.path.join(os.path.dirname(__file__), 'static', 'index.html')))
 MAX_PAGE = 500
 INDEX = web.AppKey('index', index_lib.DatasetIndex)
 CACHE = web.AppKey('cache', episodes_lib.EpisodeCache)

@@ -37,7 +37,10 @@ from rlds_suite.creator import sessions
 from rlds_suite.creator import spool
 from rlds_suite.creator import storage as storage_lib
 
-STATIC_DIR = os.path.join(os.path.dirname(__file__), 'static')
+# Where the page's files really are: under Bazel (runfiles) each file is a link into the source
+# tree, which a static route that follows no links would refuse.
+STATIC_DIR = os.path.dirname(os.path.realpath(
+    os.path.join(os.path.dirname(__file__), 'static', 'index.html')))
 _log = logging.getLogger(__name__)
 _CONTEXT = web.AppKey('context', sessions.Context)
 _TOKEN = web.AppKey('designer_token', str)
