@@ -26,13 +26,16 @@ def register(subparsers) -> None:
   parser.add_argument('--log_prob_field', default=None,
                       help='step field of behaviour log-probs (default: infos/action_log_probs, '
                       'action_log_probs, ...)')
-  parser.add_argument('--discount', type=float, default=0.99)
+  parser.add_argument('--discount', type=float, default=0.99,
+                      help='discount of the returns estimated (DOPE uses 0.99 for its D4RL tasks)')
   parser.add_argument('--steps', type=int, default=10_000, help='FQE updates per policy')
-  parser.add_argument('--batch_size', type=int, default=256)
+  parser.add_argument('--batch_size', type=int, default=256, help='transitions per FQE update')
   parser.add_argument('--hidden', default='256,256', help="FQE's hidden layer sizes")
-  parser.add_argument('--learning_rate', type=float, default=3e-4)
-  parser.add_argument('--target_update_period', type=int, default=100)
-  parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--learning_rate', type=float, default=3e-4, help="FQE's Adam learning rate")
+  parser.add_argument('--target_update_period', type=int, default=100,
+                      help='FQE updates between copies of the Q network into its target')
+  parser.add_argument('--seed', type=int, default=0,
+                      help='seeds FQE, the policies\' samples and the bootstrap')
   parser.add_argument('--bootstraps', type=int, default=200, help='resamples for the intervals')
   parser.add_argument('--in_memory', action='store_true',
                       help='FQE reads transitions from memory instead of rlds_suite.streams')

@@ -7,7 +7,8 @@ def register(subparsers) -> None:
   parser = subparsers.add_parser(
       'policies', help="List DOPE's published policies for off-policy evaluation (path, agent, "
       'Monte Carlo return).')
-  actions = parser.add_subparsers(dest='action', required=True, metavar='ACTION')
+  actions = parser.add_subparsers(dest='action', required=True, metavar='ACTION',
+                                  help='list: the registries\' policies')
   listing = actions.add_parser('list', help='list the policies (of one task)')
   listing.add_argument('--task', default=None,
                        help="only the policies of this task ('halfcheetah-medium-v0', "
