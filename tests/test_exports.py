@@ -434,12 +434,22 @@ def test_d4rl_export_reads_with_tfds_own_d4rl_reader_and_d3rlpy(d4rl_built, tmp_
     np.testing.assert_array_equal(other['steps']['infos']['qpos'][real],
                                   mine['steps']['infos']['qpos'][real])
     assert other['algorithm'] == mine['algorithm']
-  d3rlpy = pytest.importorskip('d3rlpy', reason='d3rlpy: scripts/setup_envs.sh installs it')
+  d3rlpy = _d3rlpy()
   with h5py.File(out, 'r') as h5:
     mdp = d3rlpy.dataset.MDPDataset(h5['observations'][()], h5['actions'][()], h5['rewards'][()],
                                     h5['terminals'][()], h5['timeouts'][()])
   assert len(mdp.episodes) == len(ours)
   assert sorted(len(e) for e in mdp.episodes) == sorted(len(e['steps']['reward']) - 1 for e in ours)
+
+
+def _d3rlpy():
+  """d3rlpy from the folder scripts/setup_envs.sh installs it into (.test_deps/d3rlpy: its
+  scikit-learn stays off the path of every other test, where Keras would import it)."""
+  import sys  # pylint: disable=g-import-not-at-top
+  folder = str(REPO / '.test_deps' / 'd3rlpy')
+  if folder not in sys.path:
+    sys.path.append(folder)
+  return pytest.importorskip('d3rlpy', reason=f'd3rlpy: scripts/setup_envs.sh installs it in {folder}')
 
 
 def _first_observation(episode) -> tuple:
