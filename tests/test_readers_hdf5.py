@@ -115,6 +115,30 @@ def test_open_file_errors(tmp_path):
       pass
 
 
+def test_a_missing_object_and_our_own_errors_are_not_called_damage(tmp_path):
+  path = write(tmp_path / 'a.hdf5', x=(ARRAYS['ints'], {}))
+  # h5py's KeyError for a name the file lacks: a missing field, named, not a damaged file.
+  with pytest.raises(errors.SchemaError, match='missing from the file') as raised:
+    with hdf5.open_file(path) as f:
+      f['timeouts']  # pylint: disable=pointless-statement
+  assert raised.value.field == 'timeouts' and raised.value.path == str(path)
+  with pytest.raises(errors.SchemaError, match='missing from the file'):
+    with hdf5.open_file(path) as f:
+      f['infos/qpos']  # pylint: disable=pointless-statement
+  # The same types raised by our own code are shown as they are (a bug is not the file's fault).
+  for error in (KeyError('observations'), ValueError('bad reshape'), TypeError('not callable')):
+    with pytest.raises(type(error)) as raised:
+      with hdf5.open_file(path):
+        raise error
+    assert raised.value is error
+  # What h5py itself raises on a damaged file still is a CorruptFileError naming it.
+  with pytest.raises(errors.CorruptFileError, match='damaged HDF5') as raised:
+    with hdf5.open_file(path) as f:
+      f.id.close()  # A closed identifier: h5py raises from its own code, as on damaged metadata.
+      f['x'].shape  # pylint: disable=pointless-statement
+  assert raised.value.path == str(path)
+
+
 def test_a_dataset_declared_larger_than_its_data_is_refused_before_reading(tmp_path):
   # 1e9 x 17 float32 declared, nothing written: h5py would allocate 63 GiB of fill values.
   path = tmp_path / 'declared.hdf5'

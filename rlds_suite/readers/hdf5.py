@@ -6,6 +6,7 @@ import concurrent.futures
 import contextlib
 import math
 import os
+import re
 import zlib
 from typing import Any, Iterator, Optional, Sequence
 
@@ -40,11 +41,28 @@ def open_file(path: errors.PathLike) -> Iterator[h5py.File]:
   except errors.RLDSSuiteError:
     raise
   except _DAMAGE_ERRORS as e:
+    if not (_raised_by_h5py(e) or isinstance(e, UnicodeDecodeError)):
+      raise  # Our own code's error (a bug), not the file's (text is decoded from the file only).
+    missing = _MISSING_OBJECT.search(str(e)) if isinstance(e, KeyError) else None
+    if missing:
+      raise errors.SchemaError(f'missing from the file ({e.args[0] if e.args else e})', path=path,
+                               field=missing.group(1)) from e
     raise errors.CorruptFileError(f'damaged HDF5 file: {type(e).__name__}: {e}', path=path) from e
 
 
 # What h5py raises on damaged metadata (object headers, B-trees, names, attributes), besides OSError.
 _DAMAGE_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError, UnicodeDecodeError)
+# h5py's KeyError for a name the file does not hold (not damage).
+_MISSING_OBJECT = re.compile(r"object '([^']*)' doesn't exist|component not found")
+
+
+def _raised_by_h5py(error: BaseException) -> bool:
+  """Whether `error` was raised inside h5py (its Python or Cython modules): only those speak of
+  the file; the same types raised by our code are bugs, shown as they are."""
+  frame = error.__traceback__
+  while frame is not None and frame.tb_next is not None:
+    frame = frame.tb_next
+  return frame is not None and str(frame.tb_frame.f_globals.get('__name__', '')).startswith('h5py')
 
 
 def dataset_names(group: h5py.Group) -> list[str]:
