@@ -1,6 +1,7 @@
 """Off-policy evaluation: DOPE policies, metrics, Monte Carlo, the evaluate/policies commands on a
 built D4RL-format dataset, and bad input."""
 
+import collections
 import json
 import math
 import os
@@ -226,6 +227,35 @@ def test_fqe_stream_and_memory_batches_agree_on_content(halfcheetah):
   got = np.lexsort(batch['observation'].T)
   for key in memory:
     np.testing.assert_allclose(np.asarray(batch[key])[got], memory[key][order], rtol=1e-6)
+
+
+def test_fqe_stream_is_parsed_once_and_later_passes_come_from_the_store(halfcheetah, monkeypatch,
+                                                                          tmp_path):
+  from rlds_suite import streams  # pylint: disable=g-import-not-at-top
+  delivered = []
+  as_numpy = streams.as_numpy
+
+  def counting(stream):
+    for batch in as_numpy(stream):
+      delivered.append(len(batch['reward']))
+      yield batch
+
+  monkeypatch.setattr(streams, 'as_numpy', counting)
+  memory = data_lib.load(halfcheetah).transitions()
+  size = len(memory['reward'])
+  assert size == 14  # batches of 7: two a pass
+  batches = fqe.stream_batches(halfcheetah, batch_size=7, seed=0, prefetch=0,
+                               store_dir=str(tmp_path))
+  drawn = [next(batches) for _ in range(6)]  # three passes
+  assert sum(delivered) == size  # the stream was read once
+  assert len(os.listdir(tmp_path)) == 1  # the store
+  ids = collections.Counter(np.concatenate([b['observation'] for b in drawn])[:, 0].tolist())
+  assert ids == {v: 3 * n for v, n in collections.Counter(memory['observation'][:, 0]
+                                                           .tolist()).items()}
+  for b in drawn:
+    assert set(b) == set(memory) and len(b['reward']) == 7
+  batches.close()
+  assert not os.listdir(tmp_path)  # removed with the iterator
 
 
 def test_fqe_checkpoints_resume(halfcheetah, dope, tmp_path):

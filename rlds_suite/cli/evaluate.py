@@ -40,8 +40,12 @@ def register(subparsers) -> None:
   parser.add_argument('--in_memory', action='store_true',
                       help='FQE reads transitions from memory instead of rlds_suite.streams')
   parser.add_argument('--cache_dir', default=None,
-                      help="the stream's decoded-step cache (filled once; FQE then reads as fast "
-                      'as from memory)')
+                      help="the stream's decoded-step cache (reused across runs; it speeds up "
+                      "FQE's first pass over the stream)")
+  parser.add_argument('--store_dir', default=None,
+                      help="where FQE keeps the transitions of the stream's first pass for the "
+                      'later passes, removed at the end (default: the system temporary directory; '
+                      'needs about the decoded dataset\'s size on disk)')
   parser.add_argument('--checkpoint_dir', default=None, help='FQE checkpoints (resumed)')
   parser.add_argument('--plot', default=None, metavar='PNG',
                       help='estimate vs truth scatter (needs --ground_truth)')
@@ -71,7 +75,7 @@ def run(args) -> int:
                                resamples=args.bootstraps, use_stream=not args.in_memory,
                                progress=True, log_prob_field=args.log_prob_field,
                                names=args.policies, checkpoint_dir=args.checkpoint_dir,
-                               cache_dir=args.cache_dir)
+                               cache_dir=args.cache_dir, store_dir=args.store_dir)
   print(report.table())
   if args.plot:
     evaluation.plot(report, args.plot, title=f'{args.source}')

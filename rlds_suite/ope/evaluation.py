@@ -94,11 +94,13 @@ def evaluate(dataset: Any, policies: Sequence[Any], *, estimator: str = 'fqe',
              resamples: int = 200, use_stream: bool = True, progress: bool = False,
              log_prob_field: Optional[str] = None, names: Optional[Sequence[str]] = None,
              checkpoint_dir: Optional[str] = None, cache_dir: Optional[str] = None,
+             store_dir: Optional[str] = None,
              data: Optional[data_lib.OPEData] = None) -> Report:
   """Estimates each of `policies` (paths or Policy objects) on `dataset` (a directory or
   registered name). FQE reads shuffled transitions from rlds_suite.streams when `use_stream`
-  (else from memory), through the stream's decoded-step cache in `cache_dir` when given (as fast
-  as memory; the plain stream is not); `ground_truth` maps a policy's name to its true value."""
+  (else from memory): its first pass through the stream's decoded-step cache in `cache_dir` when
+  given, later passes from a transition store under `store_dir` (fqe.stream_batches);
+  `ground_truth` maps a policy's name to its true value."""
   if estimator not in ESTIMATORS:
     raise errors.UsageError(f'unknown estimator {estimator!r}; one of {ESTIMATORS}',
                             field='estimator')
@@ -116,7 +118,7 @@ def evaluate(dataset: Any, policies: Sequence[Any], *, estimator: str = 'fqe',
   batches = None  # one shuffled stream serves every policy's FQE in turn
   if use_stream and estimator != 'wis':
     batches = fqe_lib.stream_batches(dataset, config.batch_size, seed=config.seed,
-                                     cache_dir=cache_dir)
+                                     cache_dir=cache_dir, store_dir=store_dir)
   for i, (name, policy) in enumerate(zip(names, loaded)):
     row = estimate(policy, data, estimator, config=config, behaviour=behaviour_policy,
                    batches=batches, resamples=resamples, progress=progress,

@@ -6,13 +6,15 @@ Q(s, a) is regressed on r + discount * bootstrap * E_{a' ~ pi} Q_target(s', a'),
 The policy's value is E_{a ~ pi} Q(s_0, a) averaged over the dataset's first steps.
 
 Batches are dicts of numpy arrays (observation, action, reward, bootstrap, next_observation):
-`array_batches` draws them from transitions in memory, `stream_batches` from rlds_suite.streams.
+`array_batches` draws them from transitions in memory, `stream_batches` from rlds_suite.streams
+(its first pass; later passes from a TransitionStore on disk).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
@@ -22,6 +24,7 @@ from rlds_suite.core import fields
 from rlds_suite.core import read_ahead
 from rlds_suite.ope import data as data_lib
 from rlds_suite.ope import policies as policies_lib
+from rlds_suite.ope import transition_store
 
 
 @dataclasses.dataclass
@@ -187,16 +190,34 @@ def array_batches(transitions: Mapping[str, np.ndarray], batch_size: int,
 
 
 def stream_batches(source: Any, batch_size: int, seed: int = 0, prefetch: int = 8,
+                   store_dir: Optional[str] = None,
+                   block_bytes: int = transition_store.DEFAULT_BLOCK_BYTES,
                    **stream_kwargs: Any) -> Iterator[dict[str, np.ndarray]]:
-  """Shuffled transitions of a dataset (directory or registered name) from rlds_suite.streams,
-  with their bootstrap mask from the RLDS flags; repeats forever. `prefetch` batches are read
-  ahead in a thread (0: none)."""
-  from rlds_suite import streams  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  # The read-ahead thread of dqn_replay's reader (errors in order, stops when the caller does).
-  stream = streams.stream([os.fspath(source)], unit=streams.Transitions(), batch_size=batch_size,
-                          seed=seed, **stream_kwargs)
-  batches = _with_bootstrap(streams.as_numpy(stream))
+  """Shuffled transitions of a dataset (directory or registered name), with their bootstrap mask
+  from the RLDS flags; repeats forever. The first pass comes from rlds_suite.streams and is kept
+  in a TransitionStore (a temporary directory under `store_dir`, the system's temporary directory
+  by default, removed when the iterator is closed); every later pass is read back from the store
+  in shuffled blocks of `block_bytes`, so the stream's parse is paid once, not on every pass, and
+  memory stays bounded by the block. `prefetch` batches are read ahead in a thread (0: none)."""
+  batches = _stored_passes(source, batch_size, seed, store_dir, block_bytes, stream_kwargs)
   return read_ahead.read_ahead(batches, prefetch, name='fqe-read-ahead') if prefetch else batches
+
+
+def _stored_passes(source: Any, batch_size: int, seed: int, store_dir: Optional[str],
+                   block_bytes: int,
+                   stream_kwargs: Mapping[str, Any]) -> Iterator[dict[str, np.ndarray]]:
+  from rlds_suite import streams  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  once = streams.Mix(exhaustion=streams.Exhaustion.STOP)
+  stream = streams.stream([os.fspath(source)], unit=streams.Transitions(), batch_size=batch_size,
+                          seed=seed, mix=once, drop_remainder=False, **stream_kwargs)
+  with tempfile.TemporaryDirectory(prefix='fqe_transitions_', dir=store_dir) as directory:
+    store = transition_store.TransitionStore(directory)
+    for batch in _with_bootstrap(streams.as_numpy(stream)):
+      store.append(batch)
+      if len(batch[fields.REWARD]) == batch_size:  # the pass's short last batch is served later
+        yield batch
+    store.seal()
+    yield from store.batches(batch_size, seed + 1, block_bytes)
 
 
 def _with_bootstrap(batches: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, np.ndarray]]:
