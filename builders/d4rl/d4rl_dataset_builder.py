@@ -12,6 +12,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.tfds import builder_base
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.core import spaces
 from rlds_suite.tfds import features
 from rlds_suite.readers import d4rl
@@ -88,7 +89,9 @@ class Builder(builder_base.RLDSBuilder):
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     path = self._manual_file(dl_manager) or dl_manager.download(self.builder_config.url)
-    return {'train': self._generate_examples(epath.Path(path))}
+    time_limit = self._time_limit or self.builder_config.time_limit
+    return {'train': progress.expect(self._generate_examples(epath.Path(path)),
+                                     d4rl.expected_totals(path, time_limit))}
 
   def _manual_file(self, dl_manager: tfds.download.DownloadManager) -> Optional[epath.Path]:
     try:

@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds
 from rlds_suite import scores
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.readers import d4rl_families
 from rlds_suite.tfds import builder_base
 from rlds_suite.tfds import features
@@ -79,7 +80,8 @@ class Builder(builder_base.RLDSBuilder):
             f'{dataset.file_name} has no published checksum: download {dataset.url} and pass its '
             'directory as --manual_dir', path=dataset.url)
       path = dl_manager.download(dataset.url)
-    return {'train': self._generate_examples(epath.Path(path))}
+    return {'train': progress.expect(self._generate_examples(epath.Path(path)),
+                                     d4rl_families.expected_totals(path, dataset))}
 
   def _manual_file(self, dl_manager: tfds.download.DownloadManager) -> Optional[epath.Path]:
     try:

@@ -10,6 +10,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.tfds import builder_base
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.tfds import features
 from rlds_suite.readers import d4rl_pybullet
 from rlds_suite.readers import files
@@ -64,7 +65,8 @@ class Builder(builder_base.RLDSBuilder):
     except AssertionError as e:  # TFDS: the manual dir is missing or empty.
       raise errors.EmptyInputError(f'no input files: {e}') from e
     path = files.find_files(manual_dir, self.builder_config.file_name)[0]
-    return {'train': self._generate_examples(path)}
+    return {'train': progress.expect(self._generate_examples(path),
+                                     d4rl_pybullet.expected_totals(path))}
 
   def _generate_examples(self, path):
     trajectories = d4rl_pybullet.read_trajectories(path, self.builder_config.task)

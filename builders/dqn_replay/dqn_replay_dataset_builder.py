@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import episodes
 from rlds_suite import scores
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.core import spaces
 from rlds_suite.readers import dqn_replay
 from rlds_suite.readers import dqn_replay_spans
@@ -79,9 +80,17 @@ def _beam_split(replay_logs: str, wanted: Optional[list[int]], item_rows: int,
   rows = sum(len(s) for s in spans)
   count = -(-rows // max(item_rows, 1))
   items = dqn_replay_spans.work_items(spans, -(-count // workers) * workers)
-  steps = rows - len(spans) * (dqn_replay.POLICY.padding_rows - 1)  # Padding out, final step in.
+  totals = _totals(spans)
   return rlds_beam.WorkerWritten(
-      items, functools.partial(_span_examples, replay_logs=replay_logs, wanted=wanted), steps)
+      items, functools.partial(_span_examples, replay_logs=replay_logs, wanted=wanted),
+      total_steps=totals.steps, total_episodes=totals.episodes)
+
+
+def _totals(spans: list[dqn_replay_spans.Span]) -> progress.Totals:
+  """The episodes and steps of `spans`: their rows less the padding, and the final step."""
+  rows = sum(len(s) for s in spans)
+  return progress.Totals(episodes=len(spans),
+                         steps=rows - len(spans) * (dqn_replay.POLICY.padding_rows - 1))
 
 
 class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
@@ -137,7 +146,9 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
     wanted = self.builder_config.wanted
     if self._beam:
       return _beam_split(replay_logs, wanted, self.beam_item_rows, self.beam_workers)
-    return self._examples_in_process(replay_logs, wanted)
+    with errors.located(replay_logs):  # The terminal files alone: 1 byte a row.
+      spans = dqn_replay_spans.episode_spans(dqn_replay.Run(replay_logs), wanted)
+    return progress.expect(self._examples_in_process(replay_logs, wanted), _totals(spans))
 
   def _examples_in_process(self, replay_logs: str,
                            wanted: Optional[list[int]]) -> Iterator[tuple[int, dict[str, Any]]]:

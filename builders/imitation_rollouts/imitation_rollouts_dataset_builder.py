@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import tensorflow_datasets as tfds
 
+from rlds_suite.core import progress
 from rlds_suite.core import spaces
 from rlds_suite.tfds import builder_base
 from rlds_suite.tfds import features
@@ -73,7 +74,8 @@ class Builder(builder_base.RLDSBuilder):
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     root = pathlib.Path(dl_manager.manual_dir)
     paths = imitation.rollout_paths(root, self.builder_config.layout)
-    return {'train': self._generate_examples(root, paths)}
+    return {'train': progress.expect(self._generate_examples(root, paths),
+                                     imitation.expected_totals(paths))}
 
   def _generate_examples(self, root, paths):
     for path in paths:

@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.tfds import builder_base
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.tfds import features
 from rlds_suite.readers import magical
 
@@ -67,7 +68,8 @@ class Builder(builder_base.RLDSBuilder):
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     paths = magical.demo_paths(dl_manager.manual_dir, self.builder_config.task)
-    return {'train': self._generate_examples(paths)}
+    return {'train': progress.expect(self._generate_examples(paths),
+                                     progress.Totals(episodes=len(paths)))}
 
   def _generate_examples(self, paths):
     for path in paths:

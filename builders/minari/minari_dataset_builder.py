@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds
 from rlds_suite import scores
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.core import spaces
 from rlds_suite.readers import minari
 from rlds_suite.tfds import beam as rlds_beam
@@ -146,8 +147,10 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
     if self._beam:
       ids = list(minari.episode_ids(self._metadata))
       items = [ids[i:i + BEAM_ITEM_EPISODES] for i in range(0, len(ids), BEAM_ITEM_EPISODES)]
-      return rlds_beam.WorkerWritten(items, functools.partial(_examples, metadata=self._metadata))
-    return _examples(None, self._metadata)
+      totals = minari.expected_totals(self._metadata)
+      return rlds_beam.WorkerWritten(items, functools.partial(_examples, metadata=self._metadata),
+                                     total_steps=totals.steps, total_episodes=totals.episodes)
+    return progress.expect(_examples(None, self._metadata), minari.expected_totals(self._metadata))
 
 
 def _examples(episode_ids: Optional[list[int]], metadata: minari.Metadata):

@@ -12,6 +12,7 @@ import tensorflow_datasets as tfds
 
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.readers import minerl
 from rlds_suite.tfds import builder_base
 from rlds_suite.tfds import features
@@ -88,7 +89,9 @@ class Builder(builder_base.RLDSBuilder):
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     root = pathlib.Path(dl_manager.manual_dir)
-    return {'train': self._generate_examples(minerl.stream_dirs(root, self.builder_config.env))}
+    streams = minerl.stream_dirs(root, self.builder_config.env)
+    return {'train': progress.expect(self._generate_examples(streams),
+                                     progress.Totals(episodes=len(streams)))}
 
   def _generate_examples(self, streams):
     config = self.builder_config

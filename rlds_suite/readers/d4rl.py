@@ -17,7 +17,7 @@ by the step mask `observation_is_copy` (rlds_suite.core.episodes).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import h5py
 import numpy as np
@@ -25,6 +25,7 @@ import numpy as np
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
 from rlds_suite.core import nested
+from rlds_suite.core import progress
 from rlds_suite.core.episodes import BoundaryPolicy, FinalObservation, Trajectory
 from rlds_suite.readers import hdf5
 
@@ -198,11 +199,38 @@ def read_table(path: errors.PathLike, layout: Optional[Layout] = None) -> Table:
 def episode_rows(table: Table, time_limit: Optional[int] = None) -> list[slice]:
   """The rows of each episode: cut after terminal or timeout rows, and every `time_limit` rows of a
   run without either. Files without timeouts need `time_limit`, or their time-limit ends are lost."""
-  if table.timeouts is None and time_limit is None:
+  return flag_rows(table.terminals, table.timeouts, time_limit)
+
+
+def flag_rows(terminals: np.ndarray, timeouts: Optional[np.ndarray],
+              time_limit: Optional[int] = None) -> list[slice]:
+  """`episode_rows` from the flags alone."""
+  if timeouts is None and time_limit is None:
     raise errors.SchemaError(
         'the file has no timeouts, so time-limit ends are unknown; pass the environment\'s time '
         'limit (max_episode_steps) as time_limit', field='timeouts')
-  return episodes.split_rows(episodes.episode_ends(table.terminals, table.timeouts, time_limit))
+  return episodes.split_rows(episodes.episode_ends(terminals, timeouts, time_limit))
+
+
+def read_flags(path: errors.PathLike) -> tuple[np.ndarray, Optional[np.ndarray]]:
+  """A file's terminals and timeouts (None when it has none), read without the other arrays."""
+  with hdf5.open_file(path) as f:
+    return _read_flags(f, 'terminals'), _read_flags(f, 'timeouts') if 'timeouts' in f else None
+
+
+def rows_totals(rows: Sequence[slice]) -> progress.Totals:
+  """Episodes and RLDS steps of episodes cut at `rows`: a step per row (an action), and the final
+  observation's step."""
+  return progress.Totals(episodes=len(rows), steps=sum(r.stop - r.start for r in rows) + len(rows))
+
+
+def expected_totals(path: errors.PathLike, time_limit: Optional[int] = None) -> progress.Totals:
+  """The episodes and steps `read_trajectories(path, time_limit=...)` yields, from the flags alone
+  (a build's progress totals); UNKNOWN where the file cannot say (the read names the problem)."""
+  try:
+    return rows_totals(flag_rows(*read_flags(path), time_limit))
+  except errors.RLDSSuiteError:
+    return progress.UNKNOWN
 
 
 def trajectories(table: Table, time_limit: Optional[int] = None) -> Iterator[Trajectory]:

@@ -40,6 +40,7 @@ import numpy as np
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
 from rlds_suite.core import nested
+from rlds_suite.core import progress
 from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, FinalObservation, Trajectory
 from rlds_suite.readers import d4rl
 from rlds_suite.readers.d4rl import Layout, Spec
@@ -236,6 +237,22 @@ def episode_rows(table: d4rl.Table, family: Family) -> tuple[list[slice], Bounda
       stored_timeouts=-1 if timeouts is None else int(timeouts.sum()),
       stored_timeouts_at_ends=0 if timeouts is None else int((timeouts & ends).sum()))
   return rows, counts
+
+
+def expected_totals(path: errors.PathLike, dataset: Dataset) -> progress.Totals:
+  """The episodes and steps `read(path, dataset)` yields, from the stored flags alone (a build's
+  progress totals); UNKNOWN for families cut where positions jump (that needs the observations)
+  or where the file cannot say."""
+  family = dataset.family
+  if family.cut is not Cut.STORED_FLAGS:
+    return progress.UNKNOWN
+  try:
+    terminals, timeouts = d4rl.read_flags(path)
+  except errors.RLDSSuiteError:
+    return progress.UNKNOWN
+  if family.ending_rule is EndingRule.TERMINAL_FLAG and timeouts is None:
+    return progress.UNKNOWN  # `episode_rows` refuses the file.
+  return d4rl.rows_totals(episodes.split_rows(episodes.episode_ends(terminals, timeouts)))
 
 
 def trajectories(table: d4rl.Table, family: Family,

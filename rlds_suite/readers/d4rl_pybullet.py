@@ -18,6 +18,7 @@ import numpy as np
 
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, FinalObservation, RewardTiming, Trajectory
 from rlds_suite.readers import d4rl
 
@@ -73,6 +74,18 @@ def layout(task: Task) -> d4rl.Layout:
   return d4rl.Layout(observation=d4rl.Spec((task.observation_size,), np.dtype(np.float32)),
                      action=d4rl.Spec((task.action_size,), np.dtype(np.float32)),
                      reward=d4rl.Spec((), np.dtype(np.float64)))
+
+
+def expected_totals(path: errors.PathLike) -> progress.Totals:
+  """The episodes and steps `read_trajectories` yields, from the terminals alone (a build's
+  progress totals): a step per row (the first row holds the first observation), a trailing
+  one-row tail yields nothing; UNKNOWN where the file cannot say."""
+  try:
+    terminals, _ = d4rl.read_flags(path)
+  except errors.RLDSSuiteError:
+    return progress.UNKNOWN
+  lengths = [rows.stop - rows.start for rows in episodes.split_rows(terminals)]
+  return progress.Totals(episodes=sum(n > 1 for n in lengths), steps=sum(n for n in lengths if n > 1))
 
 
 def read_trajectories(path: errors.PathLike, task: Task) -> Iterator[Trajectory]:

@@ -30,6 +30,7 @@ import numpy as np
 
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.core import safe_pickle
 from rlds_suite.core import spaces
 from rlds_suite.core.episodes import BoundaryPolicy, EndingRule, Episode, FinalObservation, Trajectory
@@ -105,6 +106,29 @@ def rollout_paths(directory: errors.PathLike, layout: Layout) -> list[pathlib.Pa
         f'no {" or ".join(SUFFIXES)} files whose name or folder starts with '
         f'{layout.file_prefix!r}', path=root)
   return found
+
+
+def expected_totals(paths: Sequence[errors.PathLike]) -> progress.Totals:
+  """The episodes and RLDS steps of rollout files from their .npz headers alone (`indices` and
+  `acts` shapes: a step per action and per final observation), for a build's progress bar;
+  UNKNOWN when a file is a pickle or its headers cannot say (its read names the problem)."""
+  totals = progress.Totals(0, 0)
+  for path in paths:
+    if pathlib.Path(path).suffix != '.npz':
+      return progress.UNKNOWN
+    try:
+      with files.open_zip(path) as archive:
+        shapes = {}
+        for name in ('indices', 'acts'):
+          with files.zip_member(archive, f'{name}.npy', field=name) as f:
+            shapes[name] = files.read_npy_header(f, field=name).shape
+    except (errors.RLDSSuiteError, KeyError):
+      return progress.UNKNOWN
+    if len(shapes['indices']) != 1 or not shapes['acts']:
+      return progress.UNKNOWN
+    trajectories = shapes['indices'][0] + 1
+    totals += progress.Totals(trajectories, shapes['acts'][0] + trajectories)
+  return totals
 
 
 def read_rollouts(path: errors.PathLike, layout: Layout) -> list[Trajectory]:

@@ -38,6 +38,7 @@ import h5py
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.core.episodes import BoundaryPolicy, FinalObservation, Trajectory
 from rlds_suite.readers import hdf5
 
@@ -200,6 +201,15 @@ def episode_ids(metadata: Metadata) -> list[int]:
     steps = sum(_arrow_num_steps(metadata.path / str(i) / ARROW_FILE) for i in ids)
   _check_declared_counts(metadata, ids, steps, path)
   return ids
+
+
+def expected_totals(metadata: Metadata) -> progress.Totals:
+  """The episodes and RLDS steps (a step per action and the final observation's) metadata.json
+  declares, for a build's progress bar; None where it declares none (`episode_ids` checks them)."""
+  episodes, steps = metadata.raw.get('total_episodes'), metadata.raw.get('total_steps')
+  return progress.Totals(
+      episodes=None if episodes is None else int(episodes),
+      steps=None if episodes is None or steps is None else int(steps) + int(episodes))
 
 
 def _check_declared_counts(metadata: Metadata, ids: Sequence[int], steps: int,

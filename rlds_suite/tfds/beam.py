@@ -108,12 +108,13 @@ class WorkerWritten:
   """A split built by Beam workers: `examples(item)` yields an item's (key, example)s in order.
 
   `items` and `examples` are pickled to the workers: keep items small (file names, row ranges)
-  and `examples` a module-level function (or a functools.partial of one). `total_steps`, when
-  known, is the progress bar's total.
+  and `examples` a module-level function (or a functools.partial of one). `total_steps` and
+  `total_episodes`, when known, are the progress bar's totals.
   """
   items: Sequence[Any]
   examples: Callable[[Any], Iterable[tuple[Any, Any]]]
   total_steps: Optional[int] = None
+  total_episodes: Optional[int] = None
 
 
 def per_file(paths: Sequence[str], examples: Callable[[str], Iterable[Any]]) -> WorkerWritten:
@@ -195,15 +196,13 @@ class _ItemWriter:
       part += 1
 
 
-def _progress_thread(directory: str, prefix: str, total: Optional[int],
+def _progress_thread(directory: str, prefix: str, totals: progress.Totals,
                      out: Any) -> tuple[threading.Event, threading.Thread]:
-  """Polls the workers' progress files into one tqdm bar of steps (on `out`) until set."""
-  from tqdm import auto  # pylint: disable=g-import-not-at-top
+  """Polls the workers' progress files into one progress.Bar (on `out`) until set."""
   stop = threading.Event()
 
   def poll() -> None:
-    with auto.tqdm(total=total, unit=' steps', desc=prefix, file=out, disable=None,
-                   unit_scale=True) as bar:
+    with progress.Bar(totals, prefix, file=out) as bar:
       while True:
         done = stop.wait(0.5)
         steps = episodes = 0
@@ -211,8 +210,7 @@ def _progress_thread(directory: str, prefix: str, total: Optional[int],
           with contextlib.suppress(ValueError, OSError):
             counts = json.loads(path.read_text())
             steps, episodes = steps + counts['steps'], episodes + counts['examples']
-        bar.set_postfix_str(f'{episodes} episodes', refresh=False)
-        bar.update(steps - bar.n)
+        bar.update_to(episodes, steps)
         if done:
           return
 
@@ -269,7 +267,8 @@ class BeamBuild:
            | f'{name}: collect' >> beam.combiners.ToList()
            | f'{name}: record' >> beam.Map(_record, path=os.path.join(directory, f'.{prefix}.json')))
     with _output_to(self.log_path) as terminal:
-      bars = [_progress_thread(directory, f'{info.name}-{name}', split.total_steps, terminal)
+      bars = [_progress_thread(directory, f'{info.name}-{name}',
+                               progress.Totals(split.total_episodes, split.total_steps), terminal)
               for name, split in splits.items()]
       try:
         pipeline.run().wait_until_finish()

@@ -12,7 +12,7 @@ import sys
 import time
 import shutil
 import types
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 from etils import epath
 import tensorflow_datasets as tfds
@@ -167,30 +167,19 @@ def _remove_empty_parents(directory: str, stop: str) -> None:
 
 
 def _with_progress(split_generators: Callable[..., Any]) -> Callable[..., Any]:
-  """Wraps each split's example generator (not Beam transforms) in a progress bar."""
+  """Wraps each split's example generator (not Beam transforms) in a progress bar, out of the
+  totals the builder declared with `progress.expect` where it knows them."""
 
   @functools.wraps(split_generators)
   def wrapped(self, *args: Any, **kwargs: Any) -> Any:
     splits = split_generators(self, *args, **kwargs)
     if not isinstance(splits, dict):
       return splits
-    return {split: _progress(examples, f'{self.name} {split}')
+    return {split: progress.episodes(examples, progress.expected(examples), f'{self.name} {split}')
             if isinstance(examples, types.GeneratorType) else examples
             for split, examples in splits.items()}
 
   return wrapped
-
-
-def _progress(examples: Iterator[Any], description: str) -> Iterator[Any]:
-  """Passes examples through, showing episodes, steps and steps/s on a terminal (tqdm)."""
-  from tqdm import auto  # pylint: disable=g-import-not-at-top
-  steps = 0
-  with auto.tqdm(desc=description, unit=' episodes', disable=None) as bar:
-    for key_and_example in examples:
-      example = key_and_example[1] if isinstance(key_and_example, tuple) else key_and_example
-      steps += progress.num_steps(example)
-      progress.count_episode(bar, steps)
-      yield key_and_example
 
 
 def _config_record(config: Optional[tfds.core.BuilderConfig]) -> Optional[dict[str, Any]]:
