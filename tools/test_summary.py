@@ -1,7 +1,7 @@
 """Prints one closing line for the README's test command: the tests run by pytest and by Bazel.
 
-Bazel reports test targets (one per file); the tests inside them are in each target's JUnit
-report (bazel-testlogs/<target>/test.xml, written by tools/bazel/pytest_runner.py). Counting those
+Bazel reports test targets (a group of files each, BUILD.bazel); the tests inside them are in each
+target's JUnit report (bazel-testlogs/<target>/test.xml, written by tools/bazel/pytest_runner.py). Counting those
 and pytest's own report gives `N passed, N failed, N skipped` over every test, each run once.
 
   python3 tools/test_summary.py PYTEST_JUNIT_XML [BAZEL_TESTLOGS_DIR]
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import pathlib
+import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 
@@ -31,21 +32,24 @@ def outcomes(report: pathlib.Path) -> collections.Counter:
   return counts
 
 
-def bazel_reports(testlogs: pathlib.Path) -> list[pathlib.Path]:
-  """The JUnit reports of Bazel targets whose test file still exists (old targets' logs stay)."""
-  reports = []
-  for report in sorted(testlogs.glob('**/test.xml')):
-    target = report.parent.relative_to(testlogs)
-    if (REPO / f'{target}.py').is_file():
-      reports.append(report)
-  return reports
+def current_targets() -> set[str]:
+  """The py_test targets BUILD.bazel declares now, as testlogs paths ("tests/group_cli")."""
+  query = subprocess.run(['bazel', 'query', 'kind(py_test, //...)', '--output=label'], cwd=REPO,
+                         capture_output=True, text=True, check=True)
+  return {label.split(':', 1)[1] for label in query.stdout.split()}
+
+
+def bazel_reports(testlogs: pathlib.Path, targets: set[str]) -> list[pathlib.Path]:
+  """The JUnit reports of the current targets (old targets' logs stay in bazel-testlogs)."""
+  return [report for report in sorted(testlogs.glob('**/test.xml'))
+          if str(report.parent.relative_to(testlogs)) in targets]
 
 
 def main(argv: list[str]) -> int:
   pytest_report = pathlib.Path(argv[1])
   testlogs = pathlib.Path(argv[2]) if len(argv) > 2 else REPO / 'bazel-testlogs'
   counts = outcomes(pytest_report) if pytest_report.is_file() else collections.Counter()
-  reports = bazel_reports(testlogs) if testlogs.is_dir() else []
+  reports = bazel_reports(testlogs, current_targets()) if testlogs.is_dir() else []
   for report in reports:
     counts += outcomes(report)
   print(f'(pytest: {pytest_report.name}; Bazel: {len(reports)} targets\' reports)')

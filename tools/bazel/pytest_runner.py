@@ -1,4 +1,4 @@
-"""Runs one pytest file as a Bazel py_test: `pytest_runner.py tests/test_x.py`.
+"""Runs pytest files as one Bazel py_test: `pytest_runner.py tests/test_x.py tests/test_y.py`.
 
 The repository's pytest configuration (setup.cfg, conftest.py) travels in the runfiles; pytest's
 temporary files go under Bazel's TEST_TMPDIR and its JUnit report where Bazel asks for one.
