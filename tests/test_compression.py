@@ -38,3 +38,23 @@ def test_zlib_bytes_is_a_zlib_stream_of_the_array():
   array = np.arange(60, dtype=np.int32).reshape(3, 4, 5)[:, ::2]  # Not contiguous.
   restored = np.frombuffer(zlib.decompress(compression.zlib_bytes(array)), np.int32)
   np.testing.assert_array_equal(restored.reshape(array.shape), array)
+
+
+@pytest.mark.parametrize('dtype,channels', [(np.uint8, 1), (np.uint8, 3), (np.uint16, 4)])
+def test_png_rows_are_png_bytes_of_each_image(dtype, channels):
+  images = np.random.default_rng(1).integers(0, 200, size=(5, 7, 6, channels)).astype(dtype)
+  images[2] = 0
+  assert compression.png_rows(images) == [compression.png_bytes(image) for image in images]
+  assert compression.png_rows(images[:0]) == []
+
+
+def test_png_rows_refuses_what_png_bytes_refuses():
+  with pytest.raises(errors.InvalidValueError, match='PNG needs'):
+    compression.png_rows(np.zeros((3, 4, 4, 2), np.uint8))
+
+
+def test_zlib_rows_are_zlib_streams_of_each_row():
+  rows = np.arange(120, dtype=np.int32).reshape(3, 4, 10)[:, :, ::2]  # Not contiguous.
+  restored = [np.frombuffer(zlib.decompress(item), np.int32) for item in compression.zlib_rows(rows)]
+  np.testing.assert_array_equal(np.stack(restored).reshape(rows.shape), rows)
+  assert compression.zlib_rows(rows[:0]) == []

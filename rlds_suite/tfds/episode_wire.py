@@ -24,8 +24,7 @@ from rlds_suite.tfds import example_wire
 # How a leaf is written: packed numbers, or a BytesList with one item per row.
 FLOAT, INT, RAW, PNG, ZLIB, TEXT = 'float', 'int', 'raw', 'png', 'zlib', 'text'
 STOP_SIGNALS = ('SIGTERM', 'SIGUSR1')  # A build stops at the next example on these.
-_ROW_ENCODERS = {PNG: lambda row: compression.png_bytes(row),
-                 ZLIB: lambda row: compression.zlib_bytes(row)}
+_COLUMN_ENCODERS = {PNG: compression.png_rows, ZLIB: compression.zlib_rows}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +49,7 @@ def serialize(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]]) -> li
   """Each episode's tf.train.Example bytes. An episode is {leaf key: value}: for step leaves an
   array of rows (steps first), else one value; values are already checked against the plan."""
   keys = {leaf.key: example_wire.key_field(leaf.key) for leaf in plan}
-  entries: list[list[bytes]] = [[] for _ in episodes]
+  pieces: list[list[Any]] = [[] for _ in episodes]
   for leaf in plan:
     if leaf.per_step:
       lengths = [len(episode[leaf.key]) for episode in episodes]
@@ -59,47 +58,58 @@ def serialize(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]]) -> li
       lengths = [1] * len(episodes)
       column = [episode[leaf.key] for episode in episodes]
     for index, entry in enumerate(_entries(leaf, keys[leaf.key], column, lengths)):
-      entries[index].append(entry)
-  return [example_wire.example(b''.join(parts)) for parts in entries]
+      pieces[index] += entry
+  return [example_wire.example_of(parts) for parts in pieces]
 
 
-def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int]) -> list[bytes]:
-  """The map entry of `leaf` for each episode; `column` holds every episode's rows in order."""
+def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int]) -> list[list[Any]]:
+  """The map entry of `leaf` for each episode, as pieces to join (bytes or memoryviews);
+  `column` holds every episode's rows in order."""
   bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
   np.cumsum(lengths, out=bounds[1:])
   if leaf.kind == TEXT:
     items = [value.encode('utf-8') if isinstance(value, str) else bytes(value) for value in column]
-    return [example_wire.entry(key, example_wire.BYTES_LIST, example_wire.bytes_list([item]))
-            for item in items]
+    return [_bytes_entry(key, [item]) for item in items]
   rows = np.asarray(column, dtype=leaf.dtype) if not leaf.per_step else column
   rows = rows.reshape((int(bounds[-1]),) + tuple(leaf.shape))
-  if leaf.kind in _ROW_ENCODERS:
-    encode = _ROW_ENCODERS[leaf.kind]
-    items = [encode(row) for row in rows]
-    return [example_wire.entry(key, example_wire.BYTES_LIST,
-                               example_wire.bytes_list(items[bounds[i]:bounds[i + 1]]))
-            for i in range(len(lengths))]
+  if leaf.kind in _COLUMN_ENCODERS:
+    items = _COLUMN_ENCODERS[leaf.kind](rows)
+    return [_bytes_entry(key, items[bounds[i]:bounds[i + 1]]) for i in range(len(lengths))]
   if leaf.kind == RAW:  # One item of little-endian bytes per row, all rows' items at once.
     raw = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder('<')).reshape(len(rows), -1)
     data = raw.view(np.uint8).reshape(len(rows), -1)
     header = np.frombuffer(example_wire.bytes_item_header(data.shape[1]), np.uint8)
     items = np.concatenate([np.broadcast_to(header, (len(data), len(header))), data], axis=1)
-    payload, item_bytes = memoryview(items.tobytes()), items.shape[1]
-    return [example_wire.entry(key, example_wire.BYTES_LIST,
-                               payload[bounds[i] * item_bytes:bounds[i + 1] * item_bytes])
-            for i in range(len(lengths))]
+    payload, item_bytes = memoryview(items).cast('B'), items.shape[1]
+    out = []
+    for i in range(len(lengths)):
+      part = payload[bounds[i] * item_bytes:bounds[i + 1] * item_bytes]
+      out.append([example_wire.entry_prefix(key, example_wire.BYTES_LIST, len(part)), part])
+    return out
   per_row = int(np.prod(leaf.shape, dtype=np.int64))
   if leaf.kind == FLOAT:
-    payload = memoryview(rows.astype('<f4', copy=False).reshape(-1).tobytes())
+    payload = memoryview(np.ascontiguousarray(rows, dtype='<f4').reshape(-1)).cast('B')
     offsets = bounds * (per_row * 4)
     kind = example_wire.FLOAT_LIST
   else:
     values, value_offsets = example_wire.varints(rows.reshape(-1))
-    payload, offsets = memoryview(values.tobytes()), value_offsets[bounds * per_row]
+    payload, offsets = memoryview(values), value_offsets[bounds * per_row]
     kind = example_wire.INT64_LIST
   out = []
   for i in range(len(lengths)):
     part = payload[offsets[i]:offsets[i + 1]]
     header = example_wire.packed_header(len(part))
-    out.append(example_wire.entry_prefix(key, kind, len(header) + len(part)) + header + part)
+    out.append([example_wire.entry_prefix(key, kind, len(header) + len(part)), header, part])
   return out
+
+
+def _bytes_entry(key: bytes, items: Sequence[bytes]) -> list[Any]:
+  """A BytesList entry of `items` as pieces: its prefix, then each item's header and bytes."""
+  pieces: list[Any] = [b'']
+  size = 0
+  for item in items:
+    header = example_wire.bytes_item_header(len(item))
+    pieces += (header, item)
+    size += len(header) + len(item)
+  pieces[0] = example_wire.entry_prefix(key, example_wire.BYTES_LIST, size)
+  return pieces
