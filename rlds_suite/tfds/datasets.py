@@ -1,12 +1,17 @@
-"""Finding and reading RLDS datasets: registered TFDS names, dataset directories, tf.data episodes."""
+"""Finding and reading RLDS datasets: registered TFDS names, dataset directories, tf.data episodes.
+
+TensorFlow is imported only where tf.data is used: building and validating a dataset our writers
+wrote (`rlds-suite build`) reads its shards with `shard_reader` in numpy instead.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterable, Iterator, Mapping, Optional, Union
+import sys
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Union
 
-import tensorflow as tf
+from etils import epath
 import tensorflow_datasets as tfds
 
 from rlds_suite.core import errors
@@ -18,6 +23,10 @@ from rlds_suite.core import validation
 from rlds_suite.core.episodes import Episode
 from rlds_suite.tfds import beam
 from rlds_suite.tfds import registry
+from rlds_suite.tfds import shard_reader
+
+if TYPE_CHECKING:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 Source = Union[str, os.PathLike, tfds.core.DatasetBuilder]
 
@@ -80,10 +89,10 @@ def _check_not_a_file(path: str, expected: str) -> None:
 
 def _version_dir(path: str) -> str:
   """The directory holding dataset_info.json: `path` itself or its newest version sub-directory."""
-  if tf.io.gfile.exists(os.path.join(path, 'dataset_info.json')):
+  if (epath.Path(path) / 'dataset_info.json').exists():
     return path
   candidates = []
-  for root, _, files in tf.io.gfile.walk(path):
+  for root, _, files in os.walk(path):
     if 'dataset_info.json' in files:
       candidates.append(root)
   if not candidates:
@@ -106,6 +115,7 @@ def numpy_episodes(dataset: tf.data.Dataset) -> Iterator[dict[str, Any]]:
   Step fields of varying shape (e.g. variable-length sequences) become object arrays with one
   value per step.
   """
+  tf = _tf()
   step_specs = tf.nest.flatten(dataset.element_spec[fields.STEPS].element_spec)
   if not all(spec.shape.is_fully_defined() for spec in step_specs):
     for episode in dataset:
@@ -125,13 +135,15 @@ def validate(source: Union[Source, tf.data.Dataset, Iterable[Episode | Mapping[s
              split: Optional[str] = None, data_dir: Optional[str] = None,
              progress_bar: bool = False) -> validation.ValidationReport:
   """Validates episodes given as a name, a directory, a builder, a tf.data.Dataset or numpy
-  episodes; `progress_bar` counts a dataset's episodes out of their total on a terminal."""
-  if isinstance(source, tf.data.Dataset):
+  episodes; `progress_bar` counts a dataset's episodes out of their total on a terminal. A dataset
+  whose features `shard_reader` decodes is read in numpy, one episode at a time (no TensorFlow)."""
+  if 'tensorflow' in sys.modules and isinstance(source, _tf().data.Dataset):
     return validation.validate_episodes(numpy_episodes(source))
   if isinstance(source, (str, os.PathLike, tfds.core.DatasetBuilder)):
     builder = load_builder(source, data_dir)
     name = builder.info.full_name
-    found = read_episodes(builder, split)
+    found = (shard_reader.read_episodes(builder.info, split)
+             if shard_reader.can_read(builder.info, split) else read_episodes(builder, split))
     if progress_bar:
       found = progress.episodes(found, progress.split_total(builder.info.splits, split), 'validate')
     return validation.validate_episodes(found, name=name,
@@ -149,17 +161,31 @@ def read_episodes(source: Source, split: Optional[str] = None, data_dir: Optiona
     dataset = dataset.take(take)
   try:
     yield from numpy_episodes(dataset)
-  except SHARD_READ_ERRORS as e:
+  except _shard_read_errors() as e:
     splits = [split] if split else list(builder.info.splits.keys())
     files = [os.fspath(path) for name in splits for path in builder.info.splits[name].filepaths]
     raise corrupt_shard_error(files, e, builder.info.full_name) from None
 
 
-# What reading a prepared dataset's TFRecord shards raises when one is damaged or missing.
-SHARD_READ_ERRORS = (tf.errors.DataLossError, tf.errors.NotFoundError)
+def _tf() -> Any:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
+  return tf
 
 
-def corrupt_shard_error(files: Iterable[str], error: tf.errors.OpError, name: str,
+def _shard_read_errors() -> tuple[type[Exception], ...]:
+  """What reading a prepared dataset's TFRecord shards raises when one is damaged or missing."""
+  tf = _tf()
+  return (tf.errors.DataLossError, tf.errors.NotFoundError)
+
+
+def __getattr__(name: str) -> Any:
+  """SHARD_READ_ERRORS, which needs TensorFlow, on first use."""
+  if name == 'SHARD_READ_ERRORS':
+    return _shard_read_errors()
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def corrupt_shard_error(files: Iterable[str], error: 'tf.errors.OpError', name: str,
                         **read_options: Any) -> errors.CorruptFileError:
   """The typed error for a SHARD_READ_ERRORS error met reading `files` of dataset `name`: it
   names the first file that is missing or does not read back (`read_options` as
@@ -185,7 +211,7 @@ def check_shards(builder: tfds.core.DatasetBuilder, splits: Iterable[str]) -> No
 
 
 def _missing_shard_error(files: Iterable[str], name: str) -> Optional[errors.CorruptFileError]:
-  missing = [path for path in dict.fromkeys(files) if not tf.io.gfile.exists(path)]
+  missing = [path for path in dict.fromkeys(files) if not epath.Path(path).exists()]
   if not missing:
     return None
   more = f' ({len(missing) - 1} more missing)' if len(missing) > 1 else ''
@@ -196,17 +222,18 @@ def _missing_shard_error(files: Iterable[str], name: str) -> Optional[errors.Cor
 def locate_corrupt_file(files: Iterable[str], compression_type: Optional[str] = None,
                         buffer_size: Optional[int] = None) -> Optional[tuple[str, str]]:
   """(file, problem) of the first of `files` whose TFRecord frames do not all read back, or None."""
+  tf = _tf()
   for path in dict.fromkeys(files):
     try:
       tf.data.TFRecordDataset(path, compression_type=compression_type,
                               buffer_size=buffer_size).reduce(
                                   tf.constant(0, tf.int64), lambda count, _: count + 1)
-    except (*SHARD_READ_ERRORS, tf.errors.OutOfRangeError) as e:
+    except (*_shard_read_errors(), tf.errors.OutOfRangeError) as e:
       return path, _op_error_text(e)
   return None
 
 
-def _op_error_text(error: tf.errors.OpError) -> str:
+def _op_error_text(error: 'tf.errors.OpError') -> str:
   """A TensorFlow error's own words, without its function-node prefix and op suffix."""
   text = re.sub(r'\{\{.*?\}\}\s*', '', error.message.splitlines()[0])
   return text.split(' [Op:')[0].strip()

@@ -11,17 +11,24 @@ import pathlib
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 import rlds_suite
 from rlds_suite.core import errors
 
 
-def _sequence(shape: Sequence[int] = (), dtype: Any = tf.float32) -> tf.io.FixedLenSequenceFeature:
-  return tf.io.FixedLenSequenceFeature(list(shape), dtype=dtype, allow_missing=True)
+def _tf() -> Any:
+  """TensorFlow, imported when an RL Unplugged shard is read (not when builders are registered)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf
+
+
+def _sequence(shape: Sequence[int] = (), dtype: Any = None) -> Any:
+  tf = _tf()
+  return tf.io.FixedLenSequenceFeature(list(shape), dtype=dtype or tf.float32, allow_missing=True)
 
 
 def atari_spec() -> dict[str, Any]:
+  tf = _tf()
   return {
       'checkpoint_idx': tf.io.FixedLenFeature([], tf.int64),
       'episode_idx': tf.io.FixedLenFeature([], tf.int64),
@@ -36,6 +43,7 @@ def atari_spec() -> dict[str, Any]:
 
 
 def control_suite_spec(observation_sizes: Mapping[str, int], action_size: int) -> dict[str, Any]:
+  tf = _tf()
   return {
       **{f'observation/{k}': _sequence([v]) for k, v in observation_sizes.items()},
       'action': _sequence([action_size]),
@@ -58,6 +66,7 @@ def shard_paths(root: errors.PathLike, names: Sequence[str]) -> list[pathlib.Pat
 
 def read_examples(path: errors.PathLike, spec: Mapping[str, Any]) -> Iterator[dict[str, np.ndarray]]:
   """The parsed examples of one GZIP TFRecord shard, in file order."""
+  tf = _tf()
   path = os.fspath(path)
   records = tf.data.TFRecordDataset(path, compression_type='GZIP')
   index = 0
@@ -79,6 +88,7 @@ def read_examples(path: errors.PathLike, spec: Mapping[str, Any]) -> Iterator[di
 
 def decode_frames(pngs: Sequence[bytes]) -> np.ndarray:
   """PNG frames -> (T, H, W, C) uint8."""
+  tf = _tf()
   return np.stack([tf.io.decode_png(png).numpy() for png in pngs])
 
 

@@ -49,6 +49,7 @@ from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.core.episodes import Episode
 from rlds_suite.tfds import episode_wire
+from rlds_suite.tfds import tfrecord_files
 
 EpisodeLike = Union[Episode, Mapping[str, Any]]
 
@@ -180,8 +181,9 @@ def _checked(array: np.ndarray, leaf: episode_wire.Leaf, per_step: bool) -> np.n
 
 # --- Serializing: in this process or in a pool ------------------------------------------------
 
-class _Serializer:
-  """Serialized examples in order; batches go to a process pool once the build proves large."""
+class Serializer:
+  """Serialized examples in order; batches go to a process pool once the build proves large.
+  The builds' one encoder: write_split's, and each Beam worker's (tfds/beam.py, workers=0)."""
 
   def __init__(self, features: tfds.features.FeaturesDict, workers: int):
     self._plan = plan_of(features)
@@ -393,7 +395,7 @@ def write_split(examples: Iterable[Any], *, features: tfds.features.FeaturesDict
   work.progress.shards(split)  # Registers the split.
   if work.progress.splits[split]['done']:
     return
-  serializer = _Serializer(features, workers if workers is not None else (os.cpu_count() or 1))
+  serializer = Serializer(features, workers if workers is not None else (os.cpu_count() or 1))
   shards = _ShardWriter(work, split, shard_bytes)
   stop = _StopRequest()
   try:
@@ -433,8 +435,7 @@ class _ShardWriter:
 
   def write(self, serialized: bytes) -> None:
     if self._writer is None:
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      self._writer = tf.io.TFRecordWriter(self._partial_path())
+      self._writer = tfrecord_files.RecordWriter(self._partial_path())
     self._writer.write(serialized)
     self._examples += 1
     self._bytes += len(serialized)

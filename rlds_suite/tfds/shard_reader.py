@@ -1,0 +1,249 @@
+"""A built dataset's episodes read in numpy, one at a time, without TensorFlow.
+
+For datasets whose features `writing.plan_of` covers (every dataset our writers produce) and whose
+examples are stored in order (`disable_shuffling`, as both our writers declare): the shards are
+read with `tfrecord_files` (CRC-checked), each tf.train.Example is parsed from its wire format and
+its features decoded as TFDS decodes them (packed floats and varints, raw and ZLIB bytes, PNG,
+text). The episodes equal `datasets.read_episodes`' (tests/test_shard_reader.py), at constant
+memory and without TensorFlow's ~0.8 GiB, so `rlds-suite build`'s validation pass stays small.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from typing import Any, Iterator, Optional, Sequence
+
+from isal import isal_zlib
+import numpy as np
+import tensorflow_datasets as tfds
+
+from rlds_suite.core import errors
+from rlds_suite.tfds import episode_wire
+from rlds_suite.tfds import tfrecord_files
+from rlds_suite.tfds import writing
+
+_BYTES_LIST, _FLOAT_LIST, _INT64_LIST = 1, 2, 3  # Feature's fields.
+_PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
+_PNG_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # Colour type -> channels (palette: not here).
+
+
+def can_read(info: tfds.core.DatasetInfo, split: Optional[str] = None) -> bool:
+  """Whether `read_episodes` reads this dataset (else TFDS's tf.data reader must)."""
+  file_format = info.file_format
+  return (info.disable_shuffling and writing.plan_of(info.features) is not None and
+          (file_format is None or file_format.value == 'tfrecord') and
+          (split is None or split in info.splits))
+
+
+def read_episodes(info: tfds.core.DatasetInfo,
+                  split: Optional[str] = None) -> Iterator[dict[str, Any]]:
+  """Every split's (or `split`'s) episodes in TFDS's order, as `datasets.numpy_episodes` gives
+  them: {'steps': {field: rows}, **metadata}."""
+  plan = writing.plan_of(info.features)
+  if plan is None:
+    raise errors.SchemaError('features not readable without TensorFlow', path=info.full_name)
+  for name in ([split] if split else sorted(info.splits.keys())):
+    for path in info.splits[name].filepaths:
+      path = os.fspath(path)
+      if not os.path.exists(path):
+        raise errors.CorruptFileError(
+            f'missing TFRecord shard of {info.full_name} (deleted or moved?)', path=path)
+      for index, record in enumerate(tfrecord_files.read_records(path)):
+        try:
+          yield decode_example(plan, record)
+        except (ValueError, IndexError, struct.error, isal_zlib.error) as e:
+          raise errors.CorruptFileError(f'record {index} is not a valid example: {e}',
+                                        path=path) from None
+
+
+def decode_example(plan: Sequence[episode_wire.Leaf], record: bytes) -> dict[str, Any]:
+  """A serialized tf.train.Example of an RLDS episode -> nested numpy values."""
+  features = _features(memoryview(record))
+  episode: dict[str, Any] = {}
+  for leaf in plan:
+    *parents, last = leaf.key.split('/')
+    target = episode
+    for part in parents:
+      target = target.setdefault(part, {})
+    target[last] = _decode_leaf(leaf, features.get(leaf.key))
+  return episode
+
+
+def _decode_leaf(leaf: episode_wire.Leaf, feature: Optional[tuple[int, memoryview]]) -> Any:
+  kind, message = feature if feature is not None else (None, memoryview(b''))
+  dtype = np.dtype(leaf.dtype)
+  if leaf.kind == episode_wire.TEXT:
+    items = _bytes_items(message)
+    if len(items) != 1:
+      raise ValueError(f'{leaf.key}: expected one text value, got {len(items)}')
+    return bytes(items[0])
+  if leaf.kind in (episode_wire.FLOAT, episode_wire.INT):
+    values = _floats(message) if kind == _FLOAT_LIST else _ints(message)
+    values = values.astype(dtype)
+  else:
+    items = _bytes_items(message)
+    if leaf.kind == episode_wire.PNG:
+      rows = [_png(bytes(item), leaf.shape, dtype) for item in items]
+      values = np.stack(rows) if rows else np.zeros((0,) + leaf.shape, dtype)
+    else:
+      data = b''.join(isal_zlib.decompress(item) for item in items) if (
+          leaf.kind == episode_wire.ZLIB) else b''.join(items)
+      values = np.frombuffer(data, dtype.newbyteorder('<')).astype(dtype)
+  shape = ((-1,) if leaf.per_step else ()) + leaf.shape
+  return values.reshape(shape)
+
+
+# --- The protobuf wire format ------------------------------------------------------------------
+
+def _varint(buffer: memoryview, position: int) -> tuple[int, int]:
+  result = shift = 0
+  while True:
+    byte = buffer[position]
+    position += 1
+    result |= (byte & 0x7F) << shift
+    if byte < 0x80:
+      return result, position
+    shift += 7
+
+
+def _fields(buffer: memoryview) -> Iterator[tuple[int, int, Any]]:
+  """(field number, wire type, value) of a message: a memoryview for length-delimited fields,
+  an int for varints, the raw bytes for fixed32/64."""
+  position, end = 0, len(buffer)
+  while position < end:
+    tag, position = _varint(buffer, position)
+    number, wire = tag >> 3, tag & 7
+    if wire == 2:
+      length, position = _varint(buffer, position)
+      if position + length > end:
+        raise ValueError('field runs past the end of its message')
+      yield number, wire, buffer[position:position + length]
+      position += length
+    elif wire == 0:
+      value, position = _varint(buffer, position)
+      yield number, wire, value
+    elif wire in (1, 5):
+      size = 8 if wire == 1 else 4
+      yield number, wire, buffer[position:position + size]
+      position += size
+    else:
+      raise ValueError(f'unsupported wire type {wire}')
+
+
+def _features(example: memoryview) -> dict[str, tuple[int, memoryview]]:
+  """{key: (list kind, list message)} of an Example."""
+  found = {}
+  for number, _, features in _fields(example):
+    if number != 1:
+      continue
+    for entry_number, _, entry in _fields(features):
+      if entry_number != 1:
+        continue
+      key, feature = '', memoryview(b'')
+      for part_number, _, value in _fields(entry):
+        if part_number == 1:
+          key = bytes(value).decode('utf-8')
+        elif part_number == 2:
+          feature = value
+      kind, message = _BYTES_LIST, memoryview(b'')
+      for kind_number, _, value in _fields(feature):
+        kind, message = kind_number, value
+      found[key] = (kind, message)
+  return found
+
+
+def _bytes_items(message: memoryview) -> list[memoryview]:
+  return [value for number, _, value in _fields(message) if number == 1]
+
+
+def _floats(message: memoryview) -> np.ndarray:
+  parts = [bytes(value) for number, _, value in _fields(message) if number == 1]
+  return np.frombuffer(b''.join(parts), '<f4')
+
+
+def _ints(message: memoryview) -> np.ndarray:
+  """Int64List values: packed (as written) or one varint per field."""
+  packed, single = [], []
+  for number, wire, value in _fields(message):
+    if number == 1 and wire == 2:
+      packed.append(bytes(value))
+    elif number == 1:
+      single.append(value)
+  if single:
+    return np.array(single, dtype=np.uint64).view(np.int64)
+  return decode_varints(np.frombuffer(b''.join(packed), np.uint8))
+
+
+def decode_varints(data: np.ndarray) -> np.ndarray:
+  """Back-to-back varints (uint8) -> int64 values (two's complement, as protobuf writes them)."""
+  ends = np.flatnonzero(data < 0x80)
+  if len(ends) and ends[-1] != len(data) - 1 or (len(data) and not len(ends)):
+    raise ValueError('truncated varint')
+  if not len(ends) or len(ends) == len(data):  # Empty, or every value one byte.
+    return data.astype(np.int64)
+  starts = np.concatenate(([0], ends[:-1] + 1))
+  sizes = ends - starts + 1
+  values = np.zeros(len(ends), dtype=np.uint64)
+  for index in range(int(sizes.max())):
+    present = sizes > index
+    chunk = data[starts[present] + index].astype(np.uint64) & np.uint64(0x7F)
+    values[present] |= chunk << np.uint64(7 * index)
+  return values.view(np.int64)
+
+
+# --- PNG ---------------------------------------------------------------------------------------
+
+def _png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+  """A PNG file -> a [height, width, channels] array, as TFDS's Image decodes it. Unfiltered
+  files (ours) in numpy; others with Pillow (8-bit) or TensorFlow."""
+  image = _unfiltered_png(data, shape, dtype)
+  if image is None:
+    image = _other_png(data, shape, dtype)
+  if image.shape != tuple(shape):
+    raise ValueError(f'PNG of shape {list(image.shape)}, expected {list(shape)}')
+  return image
+
+
+def _unfiltered_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> Optional[np.ndarray]:
+  if data[:8] != _PNG_SIGNATURE:
+    raise ValueError('not a PNG file')
+  position, idat, header = 8, [], None
+  while position + 8 <= len(data):
+    (length,), kind = struct.unpack_from('>I', data, position), data[position + 4:position + 8]
+    body = data[position + 8:position + 8 + length]
+    if kind == b'IHDR':
+      header = struct.unpack('>IIBBBBB', body)
+    elif kind == b'IDAT':
+      idat.append(body)
+    elif kind == b'IEND':
+      break
+    position += 12 + length
+  if header is None:
+    raise ValueError('PNG without IHDR')
+  width, height, depth, colour, _, _, interlace = header
+  channels = _PNG_CHANNELS.get(colour)
+  if (interlace or channels is None or depth != 8 * dtype.itemsize or
+      len(shape) != 3 or channels != shape[2]):
+    return None
+  scanlines = np.frombuffer(isal_zlib.decompress(b''.join(idat)), np.uint8)
+  scanlines = scanlines.reshape(height, 1 + width * channels * dtype.itemsize)
+  if scanlines[:, 0].any():  # Filtered rows.
+    return None
+  return scanlines[:, 1:].copy().view(dtype.newbyteorder('>')).astype(dtype).reshape(
+      height, width, channels)
+
+
+def _other_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+  if dtype == np.uint8:
+    try:
+      from PIL import Image  # pylint: disable=g-import-not-at-top
+    except ImportError:
+      pass
+    else:
+      mode = {1: 'L', 2: 'LA', 3: 'RGB', 4: 'RGBA'}[shape[2]]
+      with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert(mode)).reshape(shape)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.decode_png(data, channels=shape[2], dtype=tf.as_dtype(dtype)).numpy()

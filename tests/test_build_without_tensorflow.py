@@ -1,0 +1,176 @@
+"""A non-Beam build and its validation pass (what `rlds-suite build` runs) never import TensorFlow
+(~0.8 GiB and ~6 s), and give the same shards, episodes and validation report as TensorFlow's own
+writer and tf.data reader.
+
+The build runs in a subprocess whose import system refuses TensorFlow: this test process has
+imported it already.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from rlds_suite.core import errors
+from rlds_suite.core import validation
+from rlds_suite.tfds import compression
+from rlds_suite.tfds import datasets
+from rlds_suite.tfds import example_wire
+from rlds_suite.tfds import shard_reader
+from rlds_suite.tfds import tfrecord_files
+from rlds_suite.tfds import writing
+
+from tests import build_helpers
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+# Builds tests/build_helpers.Counting and validates it as `rlds-suite build` does; any attempt to
+# import TensorFlow raises (importlib.util.find_spec, a mere look-up, is allowed).
+CHILD = textwrap.dedent('''
+    import importlib.abc, json, sys
+    sys.path.insert(0, sys.argv[1])
+
+    class NoTensorFlow(importlib.abc.MetaPathFinder):
+      def find_spec(self, name, path, target=None):
+        if name.split('.')[0] != 'tensorflow':
+          return None
+        frame = sys._getframe(1)
+        while frame is not None:
+          if 'importlib' in frame.f_code.co_filename and frame.f_code.co_name == 'find_spec':
+            return None
+          frame = frame.f_back
+        raise ImportError('tensorflow imported during a build')
+
+    sys.meta_path.insert(0, NoTensorFlow())
+    from rlds_suite.cli import validate
+    from rlds_suite.tfds import datasets
+    from tests import build_helpers
+    builder = build_helpers.Counting(data_dir=sys.argv[2], episodes=int(sys.argv[3]))
+    builder.writer_workers = 2
+    builder.download_and_prepare()
+    report = datasets.validate(builder, progress_bar=True)
+    print(json.dumps({'tensorflow': 'tensorflow' in sys.modules, 'summary': report.summary()}))
+    ''')
+
+EPISODES = 12
+
+
+@pytest.fixture(scope='module')
+def built(tmp_path_factory):
+  """(version directory, the child's output) of a build without TensorFlow."""
+  data_dir = tmp_path_factory.mktemp('no_tf')
+  out = subprocess.run([sys.executable, '-c', CHILD, str(REPO), str(data_dir), str(EPISODES)],
+                       capture_output=True, text=True, check=False, timeout=300,
+                       env={**os.environ, 'PYTHONPATH': str(REPO)})
+  assert out.returncode == 0, out.stderr[-3000:]
+  return data_dir / 'counting' / '1.0.0', json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_build_and_validation_do_not_import_tensorflow(built):
+  _, result = built
+  assert result['tensorflow'] is False
+  assert result['summary']['episodes'] == EPISODES
+
+
+def test_validation_without_tensorflow_equals_the_tf_data_one(built):
+  version_dir, result = built
+  builder = datasets.load_builder(str(version_dir))
+  with_tf = validation.validate_episodes(datasets.read_episodes(builder),
+                                         name=builder.info.full_name)
+  assert with_tf.summary() == result['summary']
+  assert with_tf.violations  # The fixture's terminal discounts: findings to compare.
+
+
+def test_numpy_episodes_equal_tfds_ones_leaf_by_leaf(built):
+  version_dir, _ = built
+  builder = datasets.load_builder(str(version_dir))
+  assert shard_reader.can_read(builder.info)
+  got = list(shard_reader.read_episodes(builder.info))
+  expected = build_helpers.built_episodes(str(version_dir))
+  build_helpers.assert_same_episodes(got, expected)
+  for a, b in zip(got, expected):
+    flat_a = build_helpers.tfds.core.utils.flatten_nest_dict(a)
+    flat_b = build_helpers.tfds.core.utils.flatten_nest_dict(b)
+    assert {k: np.asarray(v).dtype for k, v in flat_a.items()} == {
+        k: np.asarray(v).dtype for k, v in flat_b.items()}
+
+
+def test_shards_equal_those_of_the_tensorflow_writer(built, tmp_path):
+  version_dir, _ = built
+  for shard in sorted(version_dir.glob('*.tfrecord*')):
+    records = list(tfrecord_files.read_records(shard))
+    rewritten = tmp_path / shard.name
+    with tf.io.TFRecordWriter(str(rewritten)) as writer:
+      for record in records:
+        writer.write(record)
+    assert rewritten.read_bytes() == shard.read_bytes()
+
+
+def test_record_writer_frames_as_tensorflow_does(tmp_path):
+  records = [b'', b'x', bytes(range(256)) * 300]
+  ours = tmp_path / 'ours.tfrecord'
+  writer = tfrecord_files.RecordWriter(ours)
+  for record in records:
+    writer.write(record)
+  writer.close()
+  with tf.io.TFRecordWriter(str(tmp_path / 'tf.tfrecord')) as theirs:
+    for record in records:
+      theirs.write(record)
+  assert ours.read_bytes() == (tmp_path / 'tf.tfrecord').read_bytes()
+  assert list(tfrecord_files.read_records(ours)) == records
+
+
+@pytest.mark.parametrize('damage', ['flip', 'truncate'])
+def test_a_damaged_shard_is_a_corrupt_file_error_naming_it(built, tmp_path, damage):
+  version_dir, _ = built
+  copy = tmp_path / 'copy'
+  subprocess.run(['cp', '-r', str(version_dir), str(copy)], check=True)
+  shard = sorted(copy.glob('*.tfrecord*'))[0]
+  data = bytearray(shard.read_bytes())
+  if damage == 'flip':
+    data[len(data) // 2] ^= 0xFF
+  else:
+    del data[-7:]
+  shard.write_bytes(bytes(data))
+  with pytest.raises(errors.CorruptFileError) as raised:
+    datasets.validate(str(copy))
+  assert shard.name in str(raised.value)
+
+
+def test_varints_decode_what_the_writer_encodes():
+  values = np.array([0, 1, 127, 128, 300, 2**31 - 1, -1, -2**63, 2**63 - 1, 5], np.int64)
+  encoded, _ = example_wire.varints(values)
+  np.testing.assert_array_equal(shard_reader.decode_varints(encoded), values)
+  with pytest.raises(ValueError):
+    shard_reader.decode_varints(encoded[:-1] | 0x80)
+
+
+@pytest.mark.parametrize('dtype,channels', [(np.uint8, 1), (np.uint8, 3), (np.uint16, 1),
+                                            (np.uint16, 4)])
+def test_png_decodes_as_tensorflow_does_filtered_or_not(dtype, channels):
+  rng = np.random.default_rng(channels)
+  image = (rng.integers(0, 4, (9, 7, channels)) * 1000 % np.iinfo(dtype).max).astype(dtype)
+  image[:, 3:] = image[:, :1]  # Rows whose filters (libpng's choice) differ.
+  for png in (compression.png_bytes(image), tf.io.encode_png(image).numpy()):
+    decoded = shard_reader._png(png, image.shape, np.dtype(dtype))  # pylint: disable=protected-access
+    expected = tf.io.decode_png(png, channels=channels, dtype=tf.as_dtype(dtype)).numpy()
+    np.testing.assert_array_equal(decoded, expected)
+    assert decoded.dtype == dtype
+
+
+def test_datasets_of_tfds_writer_read_the_same(tmp_path):
+  """Episodes stored by TFDS's own writer (packed lists, libpng's filtered PNGs) read equal."""
+  features = build_helpers.Counting(data_dir=str(tmp_path / 'info')).info.features
+  episodes = [build_helpers.episode(3, index) for index in range(4)]
+  directory = writing.write_episodes(episodes, features=features, data_dir=tmp_path, name='mine')
+  builder = datasets.load_builder(directory)
+  assert shard_reader.can_read(builder.info)
+  build_helpers.assert_same_episodes(list(shard_reader.read_episodes(builder.info)),
+                                     build_helpers.built_episodes(directory))
+
