@@ -1,7 +1,10 @@
 """The episode list and dataset statistics of a dataset, from one streaming pass over it.
 
-Episodes are numbered in file order over the splits in sorted order (episode `i` of split `s` is
-TFDS's `s[i:i+1]`), which is how episodes.py opens them again. The pass keeps a few numbers per
+Episodes are numbered in the order `rlds-suite show --episode`, `stats` and `export` read them
+(`datasets.episodes`: the splits joined in sorted order, read as TFDS reads them by default, which
+interleaves the shards of datasets written shuffled); the pass notes where each one is stored
+(split and index there, from TFDS's `tfds_id`), which is how episodes.py opens it again as TFDS's
+`s[i:i+1]`. The pass keeps a few numbers per
 episode (length, return, ending, small metadata) and `statistics.DatasetStatistics`; images are
 not decoded (TFDS's SkipDecoding), and no episode is held after it is counted.
 """
@@ -9,8 +12,9 @@ not decoded (TFDS's SkipDecoding), and no episode is held after it is counted.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -56,7 +60,8 @@ def image_decoders(feature: Any) -> Optional[Any]:
 
 def split_ranges(builder: tfds.core.DatasetBuilder,
                  split: Optional[str] = None) -> list[tuple[str, int, int]]:
-  """(split, first episode id, number of episodes) of each split read, in sorted order."""
+  """(split, episodes of the splits before it, number of episodes) of each split read, in sorted
+  order (a split's ids are that range only where the shards are read in file order)."""
   names = [split] if split else sorted(builder.info.splits.keys())
   ranges, first = [], 0
   for name in names:
@@ -67,6 +72,28 @@ def split_ranges(builder: tfds.core.DatasetBuilder,
     ranges.append((name, first, count))
     first += count
   return ranges
+
+
+def numbered_episodes(builder: tfds.core.DatasetBuilder, split: Optional[str] = None,
+                      decoders: Any = None) -> Iterator[tuple[str, int, dict[str, Any]]]:
+  """(split, index within it, numpy episode) of `split` (None: every split) in the order, and so
+  with the ids, that `datasets.episodes` reads them (show, stats and export)."""
+  joined = split or '+'.join(sorted(builder.info.splits.keys()))
+  stored = {}  # Shard file name -> (split, index of its first episode in the split).
+  for name, info in builder.info.splits.items():
+    first = 0
+    for path, length in zip(info.filepaths, info.shard_lengths):
+      stored[os.path.basename(os.fspath(path))] = (name, first)
+      first += length
+  dataset = builder.as_dataset(split=joined, decoders=decoders,
+                               read_config=tfds.ReadConfig(add_tfds_id=True))
+  for episode in datasets.numpy_episodes(dataset):
+    file_name, index = str(values.jsonable(episode.pop(_TFDS_ID))).rsplit('__', 1)
+    name, first = stored[file_name]
+    yield name, first + int(index), episode
+
+
+_TFDS_ID = 'tfds_id'  # TFDS's '<shard file name>__<index in the file>' of each example read.
 
 
 def ordered_episodes(builder: tfds.core.DatasetBuilder, split: str, decoders: Any = None):
@@ -110,6 +137,7 @@ class DatasetIndex:
     self.ranges = split_ranges(builder, split)
     self.total = sum(count for _, _, count in self.ranges)
     self.episodes: list[EpisodeSummary] = []
+    self._stored: list[tuple[str, int]] = []  # (split, index within it) of each id indexed.
     self.stats = statistics.DatasetStatistics()
     self.error: Optional[str] = None
     self.metadata_keys = sorted(key for key in builder.info.features.keys() if key != fields.STEPS)
@@ -120,12 +148,13 @@ class DatasetIndex:
     """Streams every episode once; an unreadable dataset leaves `error` set."""
     decoders = image_decoders(self.builder.info.features)
     try:
-      for name, first, _ in self.ranges:
-        for i, episode in enumerate(ordered_episodes(self.builder, name, decoders)):
-          summary = summarize(first + i, name, episode)
-          with self._lock:
-            self.stats.add_episode(episode[fields.STEPS])
-            self.episodes.append(summary)
+      split = self.ranges[0][0] if len(self.ranges) == 1 else None
+      for name, index, episode in numbered_episodes(self.builder, split, decoders):
+        with self._lock:
+          summary = summarize(len(self.episodes), name, episode)
+          self.stats.add_episode(episode[fields.STEPS])
+          self.episodes.append(summary)
+          self._stored.append((name, index))
     except Exception as e:  # pylint: disable=broad-except
       self.error = f'{type(e).__name__}: {e}'
     finally:
@@ -137,10 +166,11 @@ class DatasetIndex:
     return thread
 
   def locate(self, episode_id: int) -> tuple[str, int]:
-    """(split, index within it) of an episode id; KeyError if there is none."""
-    for name, first, count in self.ranges:
-      if first <= episode_id < first + count:
-        return name, episode_id - first
+    """(split, index within it) of an episode id; KeyError if there is none (or the pass has not
+    reached it yet)."""
+    with self._lock:
+      if 0 <= episode_id < len(self._stored):
+        return self._stored[episode_id]
     raise KeyError(episode_id)
 
   def query(self, offset: int = 0, limit: int = 50, sort: str = 'id', descending: bool = False,
