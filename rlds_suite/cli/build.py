@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import shlex
 import signal
 import sys
@@ -47,8 +50,29 @@ def run(args) -> int:
     return _stopped(e)
   if getattr(builder, 'beam_log_path', None):
     print(f'Beam and worker logs: {builder.beam_log_path}')
-  return validate.print_report(datasets.validate(builder, progress_bar=True),
-                               data_dir=str(builder.data_dir))
+  report = datasets.validate(builder, progress_bar=True)
+  status = validate.print_report(report, data_dir=str(builder.data_dir))
+  _mark_validation(str(builder.data_dir), report)
+  return status
+
+
+def _mark_validation(directory: str, report) -> None:
+  """A dataset that fails validation is kept (nothing written is lost) but marked: its report in
+  DIRECTORY/VALIDATION_FAILED.json, and a last line on stderr naming it. A build whose validation
+  passes removes an earlier mark."""
+  from rlds_suite.tfds import provenance  # pylint: disable=g-import-not-at-top
+  marker = os.path.join(directory, provenance.VALIDATION_FAILED)
+  if report.ok:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(marker)
+    return
+  with open(marker, 'w') as f:
+    json.dump({**report.summary(), 'findings': [str(g) for g in report.groups()]}, f, indent=2)
+  episodes = len({violation.episode for violation in report.violations})
+  print(f'rlds-suite build: {directory} was written but FAILED validation '
+        f'({len(report.violations)} violation(s) in {episodes} of {report.num_episodes} episodes): '
+        f'kept, marked by {provenance.VALIDATION_FAILED} there (the report); rlds-suite validate '
+        f'{shlex.quote(directory)} shows it again', file=sys.stderr)
 
 
 def _stopped(interrupt: KeyboardInterrupt) -> int:

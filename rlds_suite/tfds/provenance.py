@@ -21,6 +21,9 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 from rlds_suite.core import errors
 
 FILE_NAME = 'rlds_suite_provenance.json'
+# Where `rlds-suite build` keeps the report of a dataset that failed validation (not data: it is
+# not among the dataset's recorded files, and goes when a later validation passes).
+VALIDATION_FAILED = 'VALIDATION_FAILED.json'
 _CHUNK = 1 << 20
 
 
@@ -51,15 +54,16 @@ def digests(root: errors.PathLike, skip: Iterable[str] = ()) -> dict[str, dict[s
 
 def dataset_digests(dataset_dir: errors.PathLike, previous: Mapping[str, Any] = {},
                     write_once: Callable[[str], bool] = lambda name: False) -> dict[str, Any]:
-  """Digests of a dataset's own files: all but the provenance and hidden files (a recording's lock
-  and unfinished shard). A `write_once` file keeps its `previous` digest while its size holds."""
+  """Digests of a dataset's own files: all but the provenance, a failed validation's report and
+  hidden files (a recording's lock and unfinished shard). A `write_once` file keeps its `previous` digest while its size holds."""
   found = {}
   for directory, subdirectories, files in os.walk(dataset_dir):
     subdirectories[:] = sorted(d for d in subdirectories if not d.startswith('.'))
     for name in sorted(files):
       path = os.path.join(directory, name)
       relative = os.path.relpath(path, dataset_dir)
-      if name.startswith('.') or relative == FILE_NAME or not os.path.isfile(path):
+      if (name.startswith('.') or relative in (FILE_NAME, VALIDATION_FAILED) or
+          not os.path.isfile(path)):
         continue
       known = previous.get(relative)
       if known and write_once(relative) and known['size'] == os.path.getsize(path):
