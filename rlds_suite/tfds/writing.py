@@ -193,6 +193,7 @@ class Serializer:
     self._batch: list[dict[str, Any]] = []
     self._batch_bytes = self._seen_bytes = 0
     self._in_flight: collections.deque = collections.deque()
+    self._shared = episode_wire.SharedBatches()  # Batches reach the pool in shared memory.
     self._tfds_serializer = None if self._plan is not None else (
         tfds.core.example_serializer.ExampleSerializer(features.get_serialized_info()))
 
@@ -230,6 +231,7 @@ class Serializer:
       self._pool.shutdown(wait=True, cancel_futures=True)
       self._pool = None
     self._in_flight.clear()
+    self._shared.close()
 
   def _submit(self) -> Iterator[bytes]:
     batch, self._batch, self._batch_bytes = self._batch, [], 0
@@ -243,7 +245,7 @@ class Serializer:
       yield from episode_wire.serialize(self._plan, batch)
       return
     with _main_module_hidden():  # A submit may start a worker.
-      self._in_flight.append(self._pool.submit(episode_wire.serialize, self._plan, batch))
+      self._in_flight.append(self._shared.submit(self._pool, self._plan, batch))
     while len(self._in_flight) > self._workers or (
         self._in_flight and self._in_flight[0].done()):
       yield from self._in_flight.popleft().result()

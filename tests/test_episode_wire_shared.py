@@ -1,0 +1,61 @@
+"""episode_wire.SharedBatches: batches sent to pool workers through shared memory serialize to the
+same bytes as `serialize`, fall back to pickling when shared memory has no room, and leave no
+block behind."""
+
+import concurrent.futures
+import multiprocessing
+import os
+
+import pytest
+
+from rlds_suite.tfds import episode_wire
+from rlds_suite.tfds import writing
+
+from tests import build_helpers
+
+
+@pytest.fixture(scope='module')
+def batch():
+  plan = writing.plan_of(build_helpers.Counting(data_dir='/nonexistent').info.features)
+  episodes = [writing.flat_episode(plan, build_helpers.episode(length, index))
+              for index, length in enumerate([3, 1, 7, 2])]
+  return plan, episodes
+
+
+@pytest.fixture(scope='module')
+def pool():
+  with concurrent.futures.ProcessPoolExecutor(
+      1, mp_context=multiprocessing.get_context('spawn'),
+      initializer=episode_wire.worker_init) as executor:
+    yield executor
+
+
+def _blocks(shared):
+  return set(shared._blocks)  # pylint: disable=protected-access
+
+
+def test_shared_batches_serialize_like_serialize_and_reuse_blocks(batch, pool):
+  plan, episodes = batch
+  shared = episode_wire.SharedBatches()
+  try:
+    expected = episode_wire.serialize(plan, episodes)
+    first = shared.submit(pool, plan, episodes)
+    assert first.result() == expected
+    names = _blocks(shared)
+    assert len(names) == 1 and all(os.path.exists(f'/dev/shm/{n.lstrip("/")}') for n in names)
+    assert shared.submit(pool, plan, episodes[1:3]).result() == expected[1:3]
+    assert _blocks(shared) == names  # The freed block is used again.
+  finally:
+    shared.close()
+  assert not any(os.path.exists(f'/dev/shm/{n.lstrip("/")}') for n in names)
+
+
+def test_without_room_in_shared_memory_the_batch_is_pickled(batch, pool, monkeypatch):
+  plan, episodes = batch
+  monkeypatch.setattr(episode_wire, '_SHM_DIR', '/nonexistent-shm')
+  shared = episode_wire.SharedBatches()
+  try:
+    assert shared.submit(pool, plan, episodes).result() == episode_wire.serialize(plan, episodes)
+    assert not _blocks(shared)
+  finally:
+    shared.close()
