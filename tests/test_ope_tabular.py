@@ -133,3 +133,18 @@ def test_behaviour_baseline_is_the_behaviour_value(dataset):
   # Truncated at 30 steps: 0.8**30 of the value is missing at most.
   assert baseline == pytest.approx(exact_value(BEHAVIOUR), rel=0.04)
   assert metrics.regret_at_k([baseline, 0.0], [1.0, 0.0]) == 0.0
+
+
+def test_fqe_interval_from_episode_refits_is_wider_and_covers_the_value():
+  """Initial states resampled with Q fixed leave FQE's fitting error out; refitting FQE on
+  resampled episodes puts it in."""
+  from rlds_suite.ope import evaluation  # pylint: disable=g-import-not-at-top
+  small = data_lib.from_steps(record(120, seed=3), name='tabular-small')
+  config = fqe.FQEConfig(**{**CONFIG.__dict__, 'num_steps': 80, 'learning_rate': 0.1})
+  fixed = evaluation.estimate(target_policy(), small, 'fqe', config=config, resamples=100)
+  refit = evaluation.estimate(target_policy(), small, 'fqe', config=config, fqe_refits=8)
+  assert fixed.estimate == refit.estimate
+  assert refit.high - refit.low > 1.5 * (fixed.high - fixed.low)
+  assert refit.low < exact_value(TARGET) < refit.high
+  assert 'FQE refit on each of 8 resamples' in evaluation.interval_note('fqe', 8)
+  assert 'Q held fixed' in evaluation.interval_note('fqe')

@@ -37,6 +37,9 @@ def register(subparsers) -> None:
   parser.add_argument('--seed', type=int, default=0,
                       help='seeds FQE, the policies\' samples and the bootstrap')
   parser.add_argument('--bootstraps', type=int, default=200, help='resamples for the intervals')
+  parser.add_argument('--fqe_refits', type=int, default=0,
+                      help="fqe: refit FQE on this many resamples of the episodes for its interval "
+                      "(costs as many fits); default 0: resample initial states with Q fixed")
   parser.add_argument('--in_memory', action='store_true',
                       help='FQE reads transitions from memory instead of rlds_suite.streams')
   parser.add_argument('--cache_dir', default=None,
@@ -75,7 +78,8 @@ def run(args) -> int:
                                resamples=args.bootstraps, use_stream=not args.in_memory,
                                progress=True, log_prob_field=args.log_prob_field,
                                names=args.policies, checkpoint_dir=args.checkpoint_dir,
-                               cache_dir=args.cache_dir, store_dir=args.store_dir)
+                               cache_dir=args.cache_dir, store_dir=args.store_dir,
+                               fqe_refits=args.fqe_refits)
   print(report.table())
   if args.plot:
     evaluation.plot(report, args.plot, title=f'{args.source}')

@@ -36,6 +36,7 @@ class Report:
   rows: list[Row]
   baseline: Row  # the behaviour policy's average discounted return in the dataset
   metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+  interval_note: str = ''  # what the intervals resample (and what they leave out)
 
   def table(self) -> str:
     """The estimates with intervals, the baseline, and the metrics, as printed text."""
@@ -45,6 +46,8 @@ class Report:
       truth = '' if r.truth is None else f'{r.truth:10.3f}'
       lines.append(f'{r.policy:<{width}}  {r.estimate:10.3f}  '
                    f'[{r.low:9.3f}, {r.high:9.3f}]  {truth:>10}')
+    if self.interval_note:
+      lines.append(f'intervals: {self.interval_note}')
     for name, value in self.metrics.items():
       lines.append(f'{name}: {value:.3f}')
     return '\n'.join(lines)
@@ -54,11 +57,24 @@ def _interval(fn, n: int, resamples: int, seed: int) -> tuple[float, float]:
   return importance.bootstrap_interval(fn, n, resamples=resamples, seed=seed)
 
 
+def interval_note(estimator: str, fqe_refits: int = 0) -> str:
+  """What `estimate`'s 95% intervals resample, in words, for the printed table."""
+  if estimator == 'wis':
+    return 'episodes resampled'
+  if estimator == 'dr':
+    return 'episodes resampled, the FQE model held fixed (its fitting error is not in them)'
+  if fqe_refits:
+    return f'FQE refit on each of {fqe_refits} resamples of the episodes (from memory)'
+  return ('initial states resampled, Q held fixed: FQE\'s fitting error is not in them '
+          '(--fqe_refits N refits FQE on N resamples of the episodes)')
+
+
 def estimate(policy: policies_lib.Policy, data: data_lib.OPEData, estimator: str, *,
              config: fqe_lib.FQEConfig, behaviour: Optional[policies_lib.Policy] = None,
              batches: Any = None, resamples: int = 200, progress: bool = False,
-             checkpoint_dir: Optional[str] = None) -> Row:
-  """One policy's estimate and bootstrapped 95% interval. FQE's interval resamples the episodes'
+             checkpoint_dir: Optional[str] = None, fqe_refits: int = 0) -> Row:
+  """One policy's estimate and bootstrapped 95% interval (see `interval_note`). FQE's interval
+  refits FQE on `fqe_refits` resamples of the episodes when > 0, else resamples the episodes'
   initial states with Q held fixed; WIS's and DR's resample whole episodes (DR's model fixed)."""
   name = getattr(policy, 'name', 'policy')
   n = len(data.episodes)
@@ -72,6 +88,11 @@ def estimate(policy: policies_lib.Policy, data: data_lib.OPEData, estimator: str
   ratios = importance.log_ratios(policy, data, behaviour) if estimator == 'dr' else None
   value, model = fqe_lib.evaluate(policy, data, config, batches=batches, progress=progress,
                                   checkpoint_dir=checkpoint_dir)
+  if estimator == 'fqe' and fqe_refits:
+    def refit(rows: np.ndarray) -> float:
+      sample = data_lib.OPEData([data.episodes[i] for i in rows], data.name, data.discrete_actions)
+      return fqe_lib.evaluate(policy, sample, config)[0]
+    return Row(name, value, *_interval(refit, n, fqe_refits, config.seed))
   if estimator == 'fqe':
     initial = model.state_values(policy, data.initial_observations(), config.seed)
     return Row(name, value,
@@ -94,13 +115,13 @@ def evaluate(dataset: Any, policies: Sequence[Any], *, estimator: str = 'fqe',
              resamples: int = 200, use_stream: bool = True, progress: bool = False,
              log_prob_field: Optional[str] = None, names: Optional[Sequence[str]] = None,
              checkpoint_dir: Optional[str] = None, cache_dir: Optional[str] = None,
-             store_dir: Optional[str] = None,
+             store_dir: Optional[str] = None, fqe_refits: int = 0,
              data: Optional[data_lib.OPEData] = None) -> Report:
   """Estimates each of `policies` (paths or Policy objects) on `dataset` (a directory or
   registered name). FQE reads shuffled transitions from rlds_suite.streams when `use_stream`
   (else from memory): its first pass through the stream's decoded-step cache in `cache_dir` when
   given, later passes from a transition store under `store_dir` (fqe.stream_batches);
-  `ground_truth` maps a policy's name to its true value."""
+  `ground_truth` maps a policy's name to its true value; `fqe_refits`: see `estimate`."""
   if estimator not in ESTIMATORS:
     raise errors.UsageError(f'unknown estimator {estimator!r}; one of {ESTIMATORS}',
                             field='estimator')
@@ -123,11 +144,12 @@ def evaluate(dataset: Any, policies: Sequence[Any], *, estimator: str = 'fqe',
     row = estimate(policy, data, estimator, config=config, behaviour=behaviour_policy,
                    batches=batches, resamples=resamples, progress=progress,
                    checkpoint_dir=None if checkpoint_dir is None else
-                   os.path.join(checkpoint_dir, f'policy_{i}'))
+                   os.path.join(checkpoint_dir, f'policy_{i}'), fqe_refits=fqe_refits)
     row.policy = name
     row.truth = (ground_truth or {}).get(name)
     rows.append(row)
-  report = Report(estimator, rows, baseline(data, config.discount, resamples, config.seed))
+  report = Report(estimator, rows, baseline(data, config.discount, resamples, config.seed),
+                  interval_note=interval_note(estimator, fqe_refits))
   known = [r for r in rows if r.truth is not None]
   if len(known) >= 2:
     report.metrics = metrics.summary([r.estimate for r in known], [r.truth for r in known])
