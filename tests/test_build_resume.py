@@ -164,7 +164,7 @@ def test_ctrl_c_in_cli_build_says_what_was_kept_and_the_same_command_resumes(
   from rlds_suite.tfds import builder_base  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(builder_base.RLDSBuilder, 'writer_shard_bytes', 1)  # A shard per episode.
   monkeypatch.setattr(writing, 'BATCH_BYTES', 1)  # Serialized as they come.
-  add = writing._Serializer.add  # pylint: disable=protected-access
+  add = writing.Serializer.add
   calls = []
 
   def interrupted_at_the_third(self, example):
@@ -175,7 +175,7 @@ def test_ctrl_c_in_cli_build_says_what_was_kept_and_the_same_command_resumes(
 
   command = ['build', 'd4rl/walker2d-random-v2', '--manual_dir', str(D4RL_DUMMY),
              '--data_dir', str(tmp_path)]
-  monkeypatch.setattr(writing._Serializer, 'add', interrupted_at_the_third)  # pylint: disable=protected-access
+  monkeypatch.setattr(writing.Serializer, 'add', interrupted_at_the_third)
   assert cli.main(command) == 130
   err = capsys.readouterr().err
   assert 'stopped (SIGINT): 2 episodes in 2 shards kept in' in err
@@ -183,7 +183,7 @@ def test_ctrl_c_in_cli_build_says_what_was_kept_and_the_same_command_resumes(
   dataset = tmp_path / 'd4rl' / 'walker2d-random-v2'
   assert sorted(os.listdir(dataset)) == [writing.WORK_DIR_PREFIX + '1.0.0']
 
-  monkeypatch.setattr(writing._Serializer, 'add', add)  # pylint: disable=protected-access
+  monkeypatch.setattr(writing.Serializer, 'add', add)
   assert cli.main(command) == 0
   assert 'resuming: 2 shards done (2 episodes)' in capsys.readouterr().err
   assert sorted(os.listdir(dataset)) == ['1.0.0']
@@ -196,7 +196,7 @@ def test_ctrl_c_before_any_shard_leaves_no_dataset_directory(tmp_path, monkeypat
     raise KeyboardInterrupt
     yield  # pylint: disable=unreachable
 
-  monkeypatch.setattr(writing._Serializer, 'add', interrupted)  # pylint: disable=protected-access
+  monkeypatch.setattr(writing.Serializer, 'add', interrupted)
   assert cli.main(['build', 'd4rl/walker2d-random-v2', '--manual_dir', str(D4RL_DUMMY),
                    '--data_dir', str(tmp_path)]) == 130
   assert 'nothing kept' in capsys.readouterr().err

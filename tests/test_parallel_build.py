@@ -79,7 +79,7 @@ def test_ragged_features_fall_back_to_tfds_encoding():
                        'action': np.array([1, 2], np.int32), 'reward': np.zeros(2, np.float32),
                        'discount': np.ones(2, np.float32), 'is_first': flags,
                        'is_last': ~flags, 'is_terminal': ~flags}}
-  serializer = writing._Serializer(ragged, workers=2)  # pylint: disable=protected-access
+  serializer = writing.Serializer(ragged, workers=2)
   ours = list(serializer.add(example)) + list(serializer.flush())
   theirs = tfds.core.example_serializer.ExampleSerializer(ragged.get_serialized_info())
   assert ours == [theirs.serialize_example(ragged.encode_example(example))]
