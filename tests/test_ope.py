@@ -302,3 +302,19 @@ def test_policies_list_by_task(capsys):
   assert sorted(e.return_mean for e in entries)[0] == pytest.approx(-309.2417932614121)
   assert len(registry.entries(None, ['d4rl'])) == 154
   assert all(not math.isnan(e.return_std) for e in entries)
+
+
+def test_rlunplugged_registry_is_deep_opes_whole_file(capsys):
+  entries = registry.entries(None, ['rlunplugged'])
+  assert len(entries) == 861 and len({e.policy_path for e in entries}) == 861
+  assert {e.agent for e in entries} == {'D4PG', 'RABM', 'RCRR exp', 'BC'}
+  assert len({t for e in entries for t in e.tasks}) == 9
+  first, last = entries[0], entries[-1]
+  assert (first.policy_path, first.return_mean) == ('13830900_1/step_000000025001', 29.358801241)
+  assert (last.policy_path, last.return_std) == ('14022681_27/step_000005000001', 321.960982419)
+  assert cli.main(['policies', 'list', '--task', 'humanoid_run', '--registry', 'rlunplugged']) == 0
+  out = capsys.readouterr().out
+  rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:-1]}
+  assert rows['14022681_8/step_000002850001'] == ['BC', '372.80', '163.05', 'humanoid_run']
+  assert len(rows) == 93 and out.splitlines()[-1].startswith('93 policies')
+  assert 'partial' not in out

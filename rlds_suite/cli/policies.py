@@ -23,14 +23,10 @@ def run(args) -> int:
   names = args.registry or list(registry.REGISTRIES)
   found = registry.entries(args.task, names)
   width = max([len(e.policy_path) for e in found] + [11])
-  print(f'{"policy_path":<{width}}  {"agent":<6} {"return_mean":>12} {"return_std":>11}  tasks')
+  print(f'{"policy_path":<{width}}  {"agent":<8} {"return_mean":>12} {"return_std":>11}  tasks')
   for e in found:
-    print(f'{e.policy_path:<{width}}  {e.agent:<6} {e.return_mean:12.2f} {e.return_std:11.2f}  '
+    print(f'{e.policy_path:<{width}}  {e.agent:<8} {e.return_mean:12.2f} {e.return_std:11.2f}  '
           f'{",".join(e.tasks)}')
   print(f'{len(found)} policies; files: gs://gresearch/deep-ope/<registry>/<policy_path> '
         '(pass a local copy with --policy_dir)')
-  for name in names:
-    if registry.is_partial(name):
-      print(f'note: the {name} registry shipped here is partial (see rlds_suite/ope/registries/'
-            'README.md)')
   return 0

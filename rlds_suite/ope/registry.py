@@ -11,11 +11,7 @@ from typing import Any, Optional, Sequence
 from rlds_suite.core import errors
 
 _HERE = os.path.join(os.path.dirname(__file__), 'registries')
-REGISTRIES = {
-    'd4rl': ('d4rl_policies.json',),
-    # The full file when a user placed it here, else the partial copy we ship.
-    'rlunplugged': ('rlunplugged_policies.json', 'rlunplugged_policies_partial.json'),
-}
+REGISTRIES = {'d4rl': 'd4rl_policies.json', 'rlunplugged': 'rlunplugged_policies.json'}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,15 +48,10 @@ def load(path: str, registry: str = 'custom') -> list[PolicyEntry]:
 
 
 def shipped_path(name: str) -> str:
-  for filename in REGISTRIES[name]:
-    path = os.path.join(_HERE, filename)
-    if os.path.exists(path):
-      return path
-  raise errors.SchemaError('registry file missing from the package', path=name)
-
-
-def is_partial(name: str) -> bool:
-  return shipped_path(name).endswith('_partial.json')
+  path = os.path.join(_HERE, REGISTRIES[name])
+  if not os.path.exists(path):
+    raise errors.SchemaError('registry file missing from the package', path=path)
+  return path
 
 
 def entries(task: Optional[str] = None,
