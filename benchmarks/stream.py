@@ -363,10 +363,18 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
   return results
 
 
-def _peak_rss_mib(directory: str, batches: int, memory_budget: Optional[int]) -> dict[str, float]:
+def _peak_rss_mib(directory: str, batches: int, memory_budget: Optional[int],
+                  cache_dir: Optional[str] = None) -> dict[str, float]:
+  """The child's memory reading `batches` batches; with `cache_dir`, a first child fills the cache
+  (decoding has its own buffers) and a second one is measured, reading from the cache."""
   budget_flag = [] if memory_budget is None else ['--memory_budget', str(memory_budget)]
+  cache_flag = [] if cache_dir is None else ['--child_cache_dir', cache_dir]
+  if cache_dir is not None:
+    subprocess.run([sys.executable, __file__, '--child_read', directory, '--max_batches', '1',
+                    *budget_flag, *cache_flag], capture_output=True, text=True, check=True,
+                   env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
   out = subprocess.run([sys.executable, __file__, '--child_read', directory, '--max_batches',
-                        str(batches), *budget_flag],
+                        str(batches), *budget_flag, *cache_flag],
                        capture_output=True, text=True, check=True,
                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
   return json.loads(out.stdout.strip().splitlines()[-1])
@@ -380,18 +388,31 @@ def _vm_hwm_mib() -> float:
   return int(line.split()[1]) / 1024
 
 
-def _child_read(directory: str, batches: int, memory_budget: Optional[int]) -> None:
+def _rss_anon_mib() -> float:
+  """This process's anonymous resident memory now: what it holds itself, without the file-backed
+  pages of memory maps (page cache, reclaimable, shared with every reader of the file)."""
+  with open('/proc/self/status') as f:
+    line = next(line for line in f if line.startswith('RssAnon:'))
+  return int(line.split()[1]) / 1024
+
+
+def _child_read(directory: str, batches: int, memory_budget: Optional[int],
+                cache_dir: Optional[str]) -> None:
   import itertools  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rlds_suite import streams  # pylint: disable=g-import-not-at-top
   tf.constant(0)  # Runtime started: the baseline below includes TensorFlow itself.
-  baseline = _vm_hwm_mib()
-  stream = streams.stream([directory], batch_size=BATCH, seed=0,
+  baseline, anon_baseline = _vm_hwm_mib(), _rss_anon_mib()
+  stream = streams.stream([directory], batch_size=BATCH, seed=0, cache_dir=cache_dir,
                           shuffle=streams.Shuffle(memory_budget=memory_budget))
-  for _ in itertools.islice(streams.as_numpy(stream), batches):
-    pass
+  anon_peak = 0.0
+  for index, _ in enumerate(itertools.islice(streams.as_numpy(stream), batches)):
+    if index % 64 == 0:
+      anon_peak = max(anon_peak, _rss_anon_mib())
   peak = _vm_hwm_mib()
-  print(json.dumps({'peak': peak, 'baseline': baseline, 'stream': peak - baseline}))
+  anon_peak = max(anon_peak, _rss_anon_mib())
+  print(json.dumps({'peak': peak, 'baseline': baseline, 'stream': peak - baseline,
+                    'anon_stream': anon_peak - anon_baseline}))
 
 
 # (name, numerator, baseline, target or None): every ratio is of one round's rates. The limit is
@@ -465,12 +486,13 @@ def main() -> None:
                       help="bytes each stream's buffers may take (default: the streams' default "
                       'budget, an eighth of the machine\'s memory)')
   parser.add_argument('--child_read', default=None, help=argparse.SUPPRESS)
+  parser.add_argument('--child_cache_dir', default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
   logging.getLogger('absl').setLevel(logging.ERROR)  # TFDS's deprecation notes.
   logging.getLogger('tensorflow').setLevel(logging.ERROR)  # One drain function per rate retraces.
   if args.child_read:
-    _child_read(args.child_read, args.max_batches, args.memory_budget)
+    _child_read(args.child_read, args.max_batches, args.memory_budget, args.child_cache_dir)
     return
   args.steps = 1000
   episodes, image_episodes, cartpole_episodes = (50, 4, 300) if args.quick else (1000, 20, 1700)
@@ -485,6 +507,10 @@ def main() -> None:
   memory_batches = min(episodes * args.steps // BATCH, args.max_batches)
   memory = {name: _peak_rss_mib(dirs[name], memory_batches, args.memory_budget)
             for name in ('d4rl_like', 'd4rl_like_sharded', 'd4rl_like_x10', 'image_like')}
+  memory_cache_dir = os.path.join(args.work_dir, 'memory_cache')
+  memory.update({f'{name}_cached': _peak_rss_mib(dirs[name], memory_batches, args.memory_budget,
+                                                 memory_cache_dir)
+                 for name in ('d4rl_like_sharded', 'd4rl_like_x10')})
   summary = {}
   for name in rounds[0]:
     per_round = [_ratios(r[name]) for r in rounds]
@@ -509,6 +535,13 @@ def main() -> None:
         f'{growth:.2f}x (target: flat, not 10x; {"met" if growth < 1.25 else "NOT met"}); '
         f'1x as one file read in order {memory["d4rl_like"]["stream"]:.0f} MiB; images '
         f'{memory["image_like"]["stream"]:.0f} MiB')
+  cached_1x, cached_10x = (memory[f'd4rl_like_{n}_cached'] for n in ('sharded', 'x10'))
+  cached_growth = cached_10x['anon_stream'] / max(cached_1x['anon_stream'], 1.0)
+  print(f'memory, cached (later epochs, from the memory maps): anonymous RSS above TensorFlow '
+        f'baseline {cached_1x["anon_stream"]:.0f} MiB (1x) vs {cached_10x["anon_stream"]:.0f} MiB '
+        f'(10x): growth {cached_growth:.2f}x (target: flat; '
+        f'{"met" if cached_growth < 1.25 else "NOT met"}); peak RSS with the maps\' file pages '
+        f'{cached_1x["stream"]:.0f} / {cached_10x["stream"]:.0f} MiB')
 
 
 if __name__ == '__main__':

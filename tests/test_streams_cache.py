@@ -4,10 +4,12 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from rlds_suite.core import episodes
 from rlds_suite.core import fields
+from rlds_suite.core import nested
 from rlds_suite import streams
 from rlds_suite.streams import row_blocks
 from rlds_suite.tfds import features
@@ -187,17 +189,22 @@ def test_cached_stream_resumes_from_a_checkpoint_at_both_exits(tmp_path):
   np.testing.assert_array_equal(np.stack(from_numpy[5:]), np.stack(after))
 
 
-def test_unit_tables_cut_in_chunks_equal_one_cut():
+def test_unit_tables_select_the_rows_the_unit_cuts():
+  """A table holds per-episode row starts and per-field offsets, not per-unit rows: expanded, it
+  selects exactly the rows the unit itself cuts from the whole shard."""
   row_splits = np.concatenate([[0], np.cumsum(np.random.default_rng(0).integers(1, 9, 40))])
   paths = [fields.OBSERVATION, fields.ACTION, fields.REWARD, fields.DISCOUNT, fields.IS_FIRST,
            fields.IS_LAST, fields.IS_TERMINAL]
+  rows = tf.range(int(row_splits[-1]), dtype=tf.int64)
   for unit in (streams.StepUnit(), streams.Transitions(), streams.TargetPairs(3)):
-    whole = row_blocks.UnitTable.cut(unit, lambda steps: steps, paths, row_splits)
-    chunked = row_blocks.UnitTable.cut(unit, lambda steps: steps, paths, row_splits, chunk_rows=10)
-    np.testing.assert_array_equal(chunked.unit_splits, whole.unit_splits)
-    assert chunked.rows.keys() == whole.rows.keys()
-    for path, rows in whole.rows.items():
-      np.testing.assert_array_equal(chunked.rows[path], rows, err_msg=path)
-    if isinstance(unit, streams.Transitions):  # Rows of o_t+1 are those of o_t, one on.
-      np.testing.assert_array_equal(whole.rows[fields.NEXT_OBSERVATION],
-                                    whole.rows[fields.OBSERVATION] + 1)
+    table = row_blocks.UnitTable.cut(unit, lambda steps: steps, paths, row_splits)
+    assert all(v.size < 2 * len(row_splits) for v in (table.row_starts, table.unit_splits))
+    units, episode = unit.from_episodes({p: rows for p in paths}, tf.constant(row_splits))
+    counts = np.diff(table.unit_splits)
+    np.testing.assert_array_equal(counts, np.bincount(episode, minlength=len(counts)))
+    first = np.repeat(table.row_starts - table.unit_splits[:-1], counts) + np.arange(
+        table.num_units)
+    for path, value in nested.flatten_paths(units).items():
+      np.testing.assert_array_equal(first + table.offsets[path], value, err_msg=path)
+  with pytest.raises(ValueError, match='fixed offset'):
+    row_blocks.UnitTable.cut(streams.NStepTransitions(2), lambda steps: steps, paths, row_splits)

@@ -2,14 +2,19 @@
 
 import logging
 import os
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite import streams
 from rlds_suite.streams import exits
+from rlds_suite.streams import reading
 
 from tests import streams_data
 
@@ -64,6 +69,25 @@ def test_corrupt_shard_is_named(tmp_path):
       pass
   assert raised.value.path == shard and 'truncated record' in str(raised.value)
   assert len(str(raised.value).splitlines()) == 1
+
+
+def test_corrupt_shard_is_named_at_the_tf_data_exit(tmp_path):
+  """TF's own DataLossError names no file; the tf.data exit's error names the shard."""
+  stream, shard = corrupt_stream(tmp_path)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(shard)) as raised:
+    for _ in stream.dataset:
+      pass
+  assert reading.SHORT_SHARD in raised.value.message
+
+
+def test_a_stream_left_open_at_interpreter_exit_prints_nothing(directory):
+  """A numpy exit's generator closed at interpreter exit must not print 'Exception ignored'."""
+  script = ('import sys; from rlds_suite import streams; '
+            's = streams.stream([sys.argv[1]], batch_size=2, seed=0); '
+            'batches = streams.as_numpy(s); next(batches)')
+  done = subprocess.run([sys.executable, '-c', script, str(directory)], capture_output=True,
+                        text=True, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, check=True)
+  assert 'Exception ignored' not in done.stderr, done.stderr
 
 
 def test_no_deprecation_warnings_from_streams(directory, caplog):

@@ -12,9 +12,9 @@ Per dataset, one host reads its shard of episodes and:
      piece of each block.
 With `cache_dir`, steps 1-3 read decoded episodes from the dataset's cache (`streams.cache`) in a
 fully shuffled episode order instead. For units that only select rows (steps, transitions, pairs)
-of cached datasets of one spec, no tf.data pipeline is built per dataset: the units of each
-dataset are cut once as row indices into its cache, each pass takes them a whole episode at a
-time in a seeded random episode order, and block b is drawn in numpy from b alone
+of cached datasets of one spec, no tf.data pipeline is built per dataset: each pass takes a
+dataset's units a whole episode at a time in a seeded random episode order, their row indices
+computed per block from per-episode row starts, and block b is drawn in numpy from b alone
 (`streams.row_blocks`, with the same schedule, exhaustion and per-shard unit counts as below);
 the exit gathers each block's values once from the memory maps (`cache.RowGather`).
 
@@ -34,8 +34,7 @@ a batch are any two units of the block: from the same episode or from episodes u
 `Shuffle.episodes + Shuffle.units / (shortest episode)` read positions apart. Two units more than
 one block apart in the stream come from different blocks. Memory is bounded by the buffers, each
 sized in bytes against `Shuffle.memory_budget` (`streams.budget`), never by the dataset size
-(except the row indices of cached row-selecting units: 4 bytes per unit and distinct field, and
-per unit of the two passes in use).
+(except a cache's per-episode tables: a few int64 per episode, never per unit or step).
 Every random choice is seeded from `seed`, so a seed makes the whole stream reproducible;
 `seed=None` draws one.
 """

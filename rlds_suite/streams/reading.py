@@ -30,6 +30,11 @@ from rlds_suite.streams.reference_units import PADDING_MASK
 # vectors and costs no measurable throughput on local disk.
 READ_CYCLE_LENGTH = 16
 READ_BUFFER_BYTES = 1 << 20
+# A file's records are counted in batches of this many (a per-record function would triple the
+# CPU per step of short-episode state streams), so that one that reads back short is named.
+CHECK_RECORDS = 64
+# In the message of the error a file that reads back short raises inside tf.data.
+SHORT_SHARD = 'TFRecord shard does not read back whole (corrupt or truncated):'
 
 
 def split_files(builder: tfds.core.DatasetBuilder, split: str) -> list[tfds.core.FileInstruction]:
@@ -49,17 +54,38 @@ def serialized_episodes(files: Sequence[tfds.core.FileInstruction], *, shuffle_f
     raise errors.EmptyInputError('no episodes to read')
   instructions = tf.data.Dataset.from_tensor_slices(
       ([f.filename for f in files], np.array([f.skip for f in files], np.int64),
-       np.array([f.take for f in files], np.int64)))
+       np.array([_records_taken(f) for f in files], np.int64)))
   if shuffle_files and len(files) > 1:
     instructions = instructions.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
 
   def records(filename, skip, take):
-    # No per-record function here: a tf.data function per episode (e.g. counting records to name a
-    # file that does not read back) tripled the CPU per step of short-episode state streams.
-    return tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER_BYTES).skip(skip).take(take)
+    read = tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER_BYTES).skip(skip).take(take)
+    return _counted(read, filename, take)
 
   return instructions.interleave(records, cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
                                  block_length=1)
+
+
+def _records_taken(file: tfds.core.FileInstruction) -> int:
+  return file.take if file.take >= 0 else file.examples_in_shard - file.skip
+
+
+def _counted(records: tf.data.Dataset, filename: tf.Tensor, expected: tf.Tensor) -> tf.data.Dataset:
+  """`records` of one file, or, where the file reads back short (TF's DataLossError names no
+  file), an InvalidArgumentError whose message is SHORT_SHARD and the file's name. Records are
+  counted CHECK_RECORDS at a time; an empty batch after the last marks the file's end."""
+  batches = records.ignore_errors().batch(CHECK_RECORDS).concatenate(
+      tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))
+
+  def count(seen, batch):
+    seen += tf.size(batch, out_type=tf.int64)
+    whole = tf.logical_or(tf.size(batch) > 0, tf.equal(seen, expected))
+    check = tf.debugging.Assert(whole, [SHORT_SHARD, filename, 'gave', seen, 'of', expected,
+                                        'records'])
+    with tf.control_dependencies([check]):
+      return seen, tf.identity(batch)
+
+  return batches.scan(tf.constant(0, tf.int64), count).unbatch()
 
 
 class EpisodeParser:
@@ -163,13 +189,25 @@ def episode_lengths(builder: tfds.core.DatasetBuilder, split: str,
   return np.concatenate([np.diff(s) for s in lengths.as_numpy_iterator()] or [np.zeros(0, np.int64)])
 
 
+def is_shard_read_error(error: BaseException) -> bool:
+  """Whether `error` is what reading a damaged or missing shard raises in tf.data."""
+  return isinstance(error, datasets.SHARD_READ_ERRORS) or (
+      isinstance(error, tf.errors.InvalidArgumentError) and SHORT_SHARD in error.message)
+
+
 def numpy_groups(dataset: tf.data.Dataset, files: Sequence[str], name: str) -> Iterator[Any]:
   """The elements of `dataset` (reading `files`) as numpy; a corrupt or missing file raises
   CorruptFileError naming it."""
+  # Bound before the first element: a generator closed at interpreter exit must not look up (and
+  # import) anything in its handler.
+  op_error, corrupt_shard_error = tf.errors.OpError, datasets.corrupt_shard_error
+  is_read_error = is_shard_read_error
   try:
     yield from tfds.as_numpy(dataset)
-  except datasets.SHARD_READ_ERRORS as e:
-    raise datasets.corrupt_shard_error(files, e, name, buffer_size=READ_BUFFER_BYTES) from None
+  except op_error as e:
+    if not is_read_error(e):
+      raise
+    raise corrupt_shard_error(files, e, name, buffer_size=READ_BUFFER_BYTES) from None
 
 
 # ---- Step specs across datasets ----------------------------------------------------------------

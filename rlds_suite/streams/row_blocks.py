@@ -1,9 +1,10 @@
 """Blocks of cached row-selecting units, drawn in numpy as a pure function of the block index.
 
 With a cache (streams.cache) and a unit that only selects rows (steps, transitions, pairs), a
-block needs no decoding or tf.data work: the units of a dataset's whole shard are cut once, as
-row indices into the cache (`UnitTable`, one int64 array per distinct unit field), and each
-block is a few numpy index operations on those arrays. `RowBlocks(b)` gives block b from b alone:
+block needs no decoding or tf.data work: a unit of such a kind is its episode's j-th and selects,
+per field, the row at a fixed offset from the episode's first row plus j (`UnitTable`: per episode
+its first row and unit count, per field its offset; nothing per unit, so memory grows with
+episodes, not steps), and each block's row indices are computed with a few numpy operations. `RowBlocks(b)` gives block b from b alone:
 dataset i's piece is units [start_i(b), start_i(b) + c_i(b)) of its stream of passes (each pass
 all its units, whole episodes in a seeded random order per pass), where c_i is the mix schedule
 and start_i its running sum; the block's permutation is seeded by b. So the numpy exit calls it
@@ -28,51 +29,50 @@ from rlds_suite.core import nested
 
 @dataclasses.dataclass(frozen=True)
 class UnitTable:
-  """The units of one cached dataset shard as row indices, in episode order."""
-  rows: dict[str, np.ndarray]  # Unit field path -> [U] row of the cache (int32 where it fits;
-  # one array shared by the fields that select the same rows).
+  """The units of one cached dataset shard, per episode (no per-unit array, so memory grows with
+  episodes, not steps): the j-th unit of episode k selects, for field f, cache row
+  `row_starts[k] + j + offsets[f]`. Every row-selecting unit (steps, transitions, pairs) has this
+  form; `cut` checks it on a probe."""
+  offsets: dict[str, int]  # Unit field path -> its row's offset from the unit's first row.
+  row_starts: np.ndarray  # [episodes] first cache row of each episode.
   unit_splits: np.ndarray  # [episodes + 1]: units of episode k are [unit_splits[k], [k + 1]).
 
   @property
   def num_units(self) -> int:
     return int(self.unit_splits[-1])
 
+  @property
+  def index_type(self) -> type:
+    """Row indices fit int32 up to 2**31 rows (half the memory and bandwidth of int64)."""
+    return np.int32 if len(self.row_starts) == 0 or self.row_starts[-1] < 2**31 - 2**20 else np.int64
+
   @classmethod
   def cut(cls, unit: Any, project: Callable[[Any], Any], spec_paths: Sequence[str],
-          row_splits: np.ndarray, chunk_rows: int = 1 << 18) -> 'UnitTable':
-    """Units cut (by `unit.from_episodes`, eagerly) from steps whose every field holds its own row
-    index: what a block of units of the real steps would select. Cut `chunk_rows` rows of whole
-    episodes at a time, so that the cut's int64 temporaries stay bounded whatever the dataset."""
-    index_type = np.int32 if row_splits[-1] < 2**31 else np.int64  # Half the memory.
-
-    def cut_rows(splits: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-      rows = tf.range(int(splits[0]), int(splits[-1]), dtype=tf.int64)
-      steps = nested.unflatten_paths({path: rows for path in spec_paths})
-      units, episode = unit.from_episodes(project(steps), tf.constant(splits - splits[0]))
-      return ({path: np.asarray(value) for path, value in nested.flatten_paths(units).items()},
-              np.asarray(episode, np.int64))
-
-    # Fields that select the same rows (in a two-episode probe) share one array.
-    probe, _ = cut_rows(np.array([0, 50, 107], np.int64))
-    representative = {path: next((p for p in probe if value.size and
-                                  np.array_equal(probe[p], value)), path)
-                      for path, value in probe.items()}
-    parts: dict[str, list[np.ndarray]] = {p: [] for p in set(representative.values())}
-    counts = []
-    start, episodes = 0, len(row_splits) - 1
-    while start < episodes:
-      stop = int(np.searchsorted(row_splits, row_splits[start] + chunk_rows, side='right')) - 1
-      stop = min(max(stop, start + 1), episodes)
-      values, episode = cut_rows(row_splits[start:stop + 1])
-      for path in parts:
-        parts[path].append(values[path].astype(index_type))
-      counts.append(np.bincount(episode, minlength=stop - start))
-      start = stop
-    joined = {path: np.concatenate(chunks) if chunks else np.zeros(0, index_type)
-              for path, chunks in parts.items()}
-    counts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
-    return cls({path: joined[rep] for path, rep in representative.items()},
-               np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+          row_splits: np.ndarray) -> 'UnitTable':
+    """The table of `unit` over episodes with `row_splits`: offsets read from a two-episode probe
+    (units cut by `unit.from_episodes`, eagerly, from steps whose every field holds its own row
+    index), unit counts from `unit.count`. Raises ValueError for a unit not of the table's form."""
+    splits = np.array([0, 50, 107], np.int64)
+    rows = tf.range(int(splits[-1]), dtype=tf.int64)
+    units, episode = unit.from_episodes(
+        project(nested.unflatten_paths({path: rows for path in spec_paths})), tf.constant(splits))
+    episode = np.asarray(episode, np.int64)
+    counts = np.bincount(episode, minlength=len(splits) - 1)
+    if not np.array_equal(counts, unit.count(np.diff(splits))):
+      raise ValueError(f'{unit} gives {counts} units where its count says '
+                       f'{unit.count(np.diff(splits))}')
+    first = splits[episode] + np.arange(len(episode)) - np.repeat(
+        np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    offsets = {}
+    for path, value in nested.flatten_paths(units).items():
+      delta = np.asarray(value, np.int64) - first
+      if delta.size == 0 or np.any(delta != delta[0]):
+        raise ValueError(f'{unit} field {path} does not select a row at a fixed offset')
+      offsets[path] = int(delta[0])
+    row_splits = np.asarray(row_splits, np.int64)
+    unit_counts = np.asarray(unit.count(np.diff(row_splits)), np.int64)
+    return cls(offsets, row_splits[:-1].copy(),
+               np.concatenate([[0], np.cumsum(unit_counts)]).astype(np.int64))
 
 
 class RowBlocks:
@@ -121,37 +121,45 @@ class RowBlocks:
       return 0 if min(lasts) < 0 else min(lasts) + 1
     return max([last for last in lasts if last < np.iinfo(np.int64).max], default=-1) + 1  # DROP.
 
-  def _epoch_units(self, i: int, epoch: int) -> np.ndarray:
-    """Dataset i's units in pass `epoch`: whole episodes, in a seeded random order per pass."""
-    units = self._orders.get((i, epoch))
-    if units is None:
-      splits = self._tables[i].unit_splits
+  def _epoch_order(self, i: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+    """Dataset i's pass `epoch`: (the first row of its units, in the pass's order, minus the
+    unit's position in the pass, per episode; [episodes + 1] units before each episode of the
+    pass). Whole episodes in a seeded random order per pass; per episode, not per unit."""
+    key = (i, epoch)
+    if key not in self._orders:
+      table = self._tables[i]
+      splits = table.unit_splits
       episodes = len(splits) - 1
       order = (np.random.default_rng([self._epoch_seeds[i], epoch]).permutation(episodes)
                if self._shuffle else np.arange(episodes))
       counts = splits[order + 1] - splits[order]
-      firsts = np.repeat(splits[order] - (np.cumsum(counts) - counts), counts)
-      units = (firsts + np.arange(len(firsts))).astype(
-          np.int32 if len(firsts) < 2**31 else np.int64)
+      before = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
       # Keep this pass and the one before it: the next block reads on from where this one ended.
       self._orders = {**{k: v for k, v in self._orders.items() if k[0] != i or k[1] == epoch - 1},
-                      (i, epoch): units}
-    return units
+                      key: (table.row_starts[order] - before[:-1], before)}
+    return self._orders[key]
 
   def _piece(self, i: int, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """(unit indices into dataset i's table, their epochs) of its units [start, start + count)."""
-    per_epoch = self._tables[i].num_units
-    units, epochs = [], []
+    """(first row of each unit, epochs) of dataset i's units [start, start + count)."""
+    table = self._tables[i]
+    per_epoch = table.num_units
+    rows, epochs = [], []
     while count > 0:
       epoch, offset = divmod(start, per_epoch)
       take = min(count, per_epoch - offset)
-      units.append(self._epoch_units(i, epoch)[offset:offset + take])
+      shifts, before = self._epoch_order(i, epoch)
+      lo = int(np.searchsorted(before, offset, side='right')) - 1
+      hi = int(np.searchsorted(before, offset + take, side='left'))
+      base = np.repeat(shifts[lo:hi], np.diff(before[lo:hi + 1]))
+      within = offset - int(before[lo])
+      rows.append((base[within:within + take] + np.arange(offset, offset + take)).astype(
+          table.index_type, copy=False))
       epochs.append(np.full(take, epoch, np.int64))
       start, count = start + take, count - take
-    if not units:
-      return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return (units[0], epochs[0]) if len(units) == 1 else (np.concatenate(units),
-                                                          np.concatenate(epochs))
+    if not rows:
+      return np.zeros(0, self._tables[i].index_type), np.zeros(0, np.int64)
+    return (rows[0], epochs[0]) if len(rows) == 1 else (np.concatenate(rows),
+                                                        np.concatenate(epochs))
 
   def _counts(self, block: int, start: np.ndarray) -> np.ndarray:
     wanted = self._schedule[block % len(self._schedule)]
@@ -169,14 +177,14 @@ class RowBlocks:
     start = self._start(block)
     pieces = [(i, *self._piece(i, int(s), int(c)))
               for i, (s, c) in enumerate(zip(start, self._counts(block, start)))]
+    first = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])
+    # Fields at the same offset share one array (RowGather permutes each array once).
+    shifted = {0: first}
     flat: dict[str, np.ndarray] = {}
-    joined: dict[tuple[int, ...], np.ndarray] = {}  # Fields that select the same rows share one.
-    for path in self._tables[0].rows:
-      key = tuple(id(self._tables[i].rows[path]) for i, _, _ in pieces)
-      if key not in joined:
-        parts = [self._tables[i].rows[path][units] for i, units, _ in pieces]
-        joined[key] = parts[0] if len(parts) == 1 else np.concatenate(parts)
-      flat[path] = joined[key]
+    for path, offset in self._tables[0].offsets.items():
+      if offset not in shifted:
+        shifted[offset] = first + first.dtype.type(offset)
+      flat[path] = shifted[offset]
     flat[self._dataset_index] = np.concatenate(
         [np.full(len(units), i, np.int32) for i, units, _ in pieces])
     flat[self._epoch] = np.concatenate([epochs for _, _, epochs in pieces])
