@@ -74,12 +74,27 @@ def test_imitation_npz_headers_give_the_totals_pickles_none(tmp_path, bars):
   for name in ('cartpole_rollouts.npz', 'cartpole_single.npz'):
     shutil.copy(ROOT / 'tests' / 'fixtures' / 'imitation' / name, npz_only / name)
   bar = _built(bars, _build('imitation_rollouts/cartpole', npz_only, tmp_path / 'a'))
-  assert bar.totals == progress.Totals(bar.episodes, bar.steps) and bar.episodes == 5
+  assert bar.totals == progress.Totals(bar.episodes, bar.steps, files=2) and bar.episodes == 5
+  assert bar.by_steps and bar.files == 2
   bars.clear()
-  # With a pickle among the files the episodes are known only once it is unpickled: no total.
+  # With a pickle among the files the episodes are known only once it is unpickled: files.
   bar = _built(bars, _build('imitation_rollouts/cartpole',
                             BUILDERS / 'imitation_rollouts' / 'dummy_data', tmp_path / 'b'))
-  assert bar.totals == progress.UNKNOWN and bar.total is None and bar.tqdm.total is None
+  assert bar.totals == progress.Totals(files=2) and bar.unit == 'files'
+  assert bar.tqdm.total == bar.files == 2
+
+
+@pytest.mark.parametrize('name,manual_dir,kwargs,num_files', [
+    ('ilr_atari_demos/pong', BUILDERS / 'ilr_atari_demos' / 'dummy_data', {}, 1),
+    ('ilr_dm_control_demos/reacher_easy', BUILDERS / 'ilr_dm_control_demos' / 'dummy_data', {}, 1),
+    ('ilr_procgen_demos/coinrun', BUILDERS / 'ilr_procgen_demos' / 'dummy_data', {}, 1),
+    ('ilr_shards/demos-dm_control-reacher-easy', BUILDERS / 'ilr_shards' / 'dummy_data', {}, 1),
+])
+def test_files_of_an_unknown_number_of_episodes_are_the_total(name, manual_dir, kwargs, num_files,
+                                                              tmp_path, bars):
+  bar = _built(bars, _build(name, manual_dir, tmp_path, **kwargs))
+  assert bar.totals == progress.Totals(files=num_files) and bar.unit == 'files'
+  assert bar.tqdm.total == bar.files == num_files  # Each file counted once read.
 
 
 def test_minari_metadata_totals(tmp_path, bars):
@@ -120,3 +135,24 @@ def test_beam_bar_polls_the_workers_counts_out_of_the_split_totals(tmp_path, bar
   thread.join()
   [bar] = bars
   assert (bar.total, bar.episodes, bar.steps) == (42, 5, 42) and bar.by_steps
+  # Items that are files (per_file): counted as their workers finish them.
+  bars.clear()
+  (tmp_path / '.progress-x-train-00000').write_text('{"examples": 2, "steps": 30, "items": 1}')
+  stop, thread = beam._progress_thread(  # pylint: disable=protected-access
+      str(tmp_path), 'x-train', progress.Totals(files=3), None)
+  stop.set()
+  thread.join()
+  [bar] = bars
+  assert (bar.unit, bar.total, bar.files, bar.episodes) == ('files', 3, 1, 5)
+
+
+def test_rl_unplugged_shards_are_the_total(tmp_path, bars):
+  from rlds_suite.builders.rlu_control_suite import rlu_control_suite_dataset_builder as rlu  # pylint: disable=g-import-not-at-top
+  from rlds_suite.tfds import beam  # pylint: disable=g-import-not-at-top
+  builder = rlu.Builder(config='cartpole_swingup', data_dir=str(tmp_path), beam=False, num_shards=2)
+  builder.download_and_prepare(download_config=beam.download_config(
+      str(BUILDERS / 'rlu_control_suite' / 'dummy_data')))
+  bar = _built(bars, builder)
+  assert bar.totals == progress.Totals(files=2) and bar.tqdm.total == bar.files == 2
+  # Built by Beam workers, one shard a work item: the same total.
+  assert beam.per_file(['a', 'b'], len).total_files == 2

@@ -12,6 +12,7 @@ import tensorflow_datasets as tfds
 
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.readers import ilr_dm_control
 from rlds_suite.tfds import builder_base
 from rlds_suite.tfds import features
@@ -65,10 +66,11 @@ class Builder(builder_base.RLDSBuilder):
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     root = pathlib.Path(dl_manager.manual_dir)
     paths = ilr_dm_control.demo_paths(root, self.builder_config.task)
-    return {'train': self._generate_examples(root, paths)}
+    return {'train': progress.expect(self._generate_examples(root, paths),
+                                     progress.Totals(files=len(paths)))}
 
   def _generate_examples(self, root, paths):
-    for path in paths:
+    for path in progress.files(paths):
       for trajectory in ilr_dm_control.read_trajectories(path, self.builder_config.task):
         with errors.located(path):
           episode = episodes.to_episode(trajectory)

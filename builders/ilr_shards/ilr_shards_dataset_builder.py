@@ -14,6 +14,7 @@ import tensorflow_datasets as tfds
 
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.readers import il_representations
 from rlds_suite.readers import il_representations_tasks as tasks
 from rlds_suite.tfds import builder_base
@@ -122,11 +123,13 @@ class Builder(builder_base.RLDSBuilder):
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     root = pathlib.Path(dl_manager.manual_dir)
-    return {'train': self._generate_examples(root, shard_paths(root, self.builder_config))}
+    paths = shard_paths(root, self.builder_config)
+    return {'train': progress.expect(self._generate_examples(root, paths),
+                                     progress.Totals(files=len(paths)))}
 
   def _generate_examples(self, root, paths):
     layout = self.builder_config.layout
-    for path in paths:
+    for path in progress.files(paths):
       shard = il_representations.open_shard(path)  # One episode in memory at a time.
       env_cfg = dict(shard.metadata.get('env_cfg', {}))
       with errors.located(path):

@@ -78,6 +78,6 @@ class Builder(builder_base.RLDSBuilder):
                                      imitation.expected_totals(paths))}
 
   def _generate_examples(self, root, paths):
-    for path in paths:
+    for path in progress.files(paths):
       for index, episode in enumerate(imitation.read_episodes(path, self.builder_config.layout)):
         yield f'{path.relative_to(root)}/{index}', episode.as_example()

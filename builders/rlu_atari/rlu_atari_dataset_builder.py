@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import episodes
 from rlds_suite import scores
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.core import spaces
 from rlds_suite.readers import rl_unplugged
 from rlds_suite.tfds import beam as rlds_beam
@@ -96,4 +97,5 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
   def _generate_examples(self, paths: list[str]):
     if self._beam:
       return rlds_beam.per_file(paths, _examples)
-    return (example for path in paths for example in _examples(path))
+    found = (example for path in progress.files(paths) for example in _examples(path))
+    return progress.expect(found, progress.Totals(files=len(paths)))

@@ -12,6 +12,7 @@ import tensorflow_datasets as tfds
 
 from rlds_suite.core import episodes
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.readers import rl_unplugged
 from rlds_suite.tfds import beam as rlds_beam
 from rlds_suite.tfds import builder_base
@@ -87,4 +88,5 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
                                  action_size=cfg.action_size)
     if self._beam:
       return rlds_beam.per_file(paths, examples)
-    return (example for path in paths for example in examples(path))
+    found = (example for path in progress.files(paths) for example in examples(path))
+    return progress.expect(found, progress.Totals(files=len(paths)))

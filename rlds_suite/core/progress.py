@@ -1,15 +1,18 @@
 """Progress of long work (builds, recordings, validate, stats, export, show) on a tqdm bar.
 
 A bar counts episodes and their steps. Out of what total: the steps' where the source declares them
-(the ETA then follows the data, whatever the episodes' lengths), else the episodes', else none (the
-bar shows counts and rates only). Totals come from what a format declares cheaply before its data
-is read (file counts, headers, metadata, terminal flags): a builder marks a split's example
-generator with `expect`, and the build's bar reads them back with `expected`.
+(the ETA then follows the data, whatever the episodes' lengths), else the episodes', else the source
+files' (formats that hold an unknown number of episodes a file), else none (the bar shows counts
+and rates only). Totals come from what a format declares cheaply before its data is read (file
+counts, headers, metadata, terminal flags): a builder marks a split's example generator with
+`expect`, and the build's bar reads them back with `expected`; a generator going through files
+passes them through `files`, which counts each one read on the bar.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import weakref
 from typing import Any, Iterable, Iterator, Mapping, Optional, TypeVar
 
@@ -18,14 +21,17 @@ T = TypeVar('T')
 
 @dataclasses.dataclass(frozen=True)
 class Totals:
-  """Episodes and steps a piece of work will count, each None where it is not known beforehand."""
+  """Episodes, steps and source files a piece of work will count, each None where it is not known
+  beforehand."""
   episodes: Optional[int] = None
   steps: Optional[int] = None
+  files: Optional[int] = None
 
   def __add__(self, other: 'Totals') -> 'Totals':
     """Totals of two parts: a count is known only where it is known for both."""
     add = lambda a, b: None if a is None or b is None else a + b
-    return Totals(add(self.episodes, other.episodes), add(self.steps, other.steps))
+    return Totals(add(self.episodes, other.episodes), add(self.steps, other.steps),
+                  add(self.files, other.files))
 
 
 UNKNOWN = Totals()
@@ -48,40 +54,62 @@ def expected(examples: Any) -> Totals:
     return UNKNOWN
 
 
+# Bars open in each thread's work, innermost last: where `files` counts the files read.
+_THREAD = threading.local()
+
+
+def _open() -> list['Bar']:
+  if not hasattr(_THREAD, 'bars'):
+    _THREAD.bars = []
+  return _THREAD.bars
+
+
 class Bar:
   """A tqdm bar of episodes and steps on standard error (or `file`), shown only on a terminal
-  (`disable=None`): out of the steps' total when known, else the episodes', else of none."""
+  (`disable=None`): out of the steps' total when known, else the episodes', else the files', else
+  of none (`unit` says which it counts)."""
 
   def __init__(self, totals: Totals, description: str, file: Any = None):
     from tqdm import auto  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     self.totals = totals
-    self.by_steps = totals.steps is not None
-    self.episodes = self.steps = 0
+    self.unit = ('steps' if totals.steps is not None else 'episodes'
+                 if totals.episodes is not None or totals.files is None else 'files')
+    self.episodes = self.steps = self.files = 0
     self.tqdm = auto.tqdm(total=self.total, desc=description, file=file, disable=None,
-                          unit=' steps' if self.by_steps else ' episodes', unit_scale=self.by_steps)
+                          unit=f' {self.unit}', unit_scale=self.unit == 'steps')
+    _open().append(self)
+
+  @property
+  def by_steps(self) -> bool:
+    return self.unit == 'steps'
 
   @property
   def total(self) -> Optional[int]:
-    """The bar's total: steps when `by_steps`, else episodes; None when unknown."""
-    return self.totals.steps if self.by_steps else self.totals.episodes
+    """The bar's total, of its `unit`; None when unknown."""
+    return getattr(self.totals, self.unit)
 
-  def add(self, episodes: int, steps: int) -> None:
-    """Counts `episodes` more episodes holding `steps` more steps."""
-    self.update_to(self.episodes + episodes, self.steps + steps)
+  def add(self, episodes: int, steps: int, files: int = 0) -> None:
+    """Counts `episodes` more episodes holding `steps` more steps, and `files` more files read."""
+    self.update_to(self.episodes + episodes, self.steps + steps, self.files + files)
 
-  def update_to(self, episodes: int, steps: int) -> None:
-    """Sets the counts to `episodes` and `steps` done so far."""
+  def update_to(self, episodes: int, steps: int, files: Optional[int] = None) -> None:
+    """Sets the counts to `episodes`, `steps` (and `files`) done so far."""
     self.episodes, self.steps = episodes, steps
-    if self.by_steps:
+    self.files = self.files if files is None else files
+    rate = steps / max(self.tqdm.format_dict.get('elapsed', 0), 1e-9)
+    if self.unit == 'steps':
       of = '' if self.totals.episodes is None else f'/{self.totals.episodes}'
       self.tqdm.set_postfix_str(f'{episodes}{of} episodes', refresh=False)
-      self.tqdm.update(steps - self.tqdm.n)
-    else:
-      rate = steps / max(self.tqdm.format_dict.get('elapsed', 0), 1e-9)
+    elif self.unit == 'episodes':
       self.tqdm.set_postfix_str(f'{steps} steps, {rate:.0f} steps/s', refresh=False)
-      self.tqdm.update(episodes - self.tqdm.n)
+    else:
+      self.tqdm.set_postfix_str(f'{episodes} episodes, {steps} steps, {rate:.0f} steps/s',
+                                refresh=False)
+    self.tqdm.update(getattr(self, self.unit) - self.tqdm.n)
 
   def close(self) -> None:
+    if self in _open():
+      _open().remove(self)
     self.tqdm.close()
 
   def __enter__(self) -> 'Bar':
@@ -89,6 +117,15 @@ class Bar:
 
   def __exit__(self, *exc: Any) -> None:
     self.close()
+
+
+def files(paths: Iterable[T]) -> Iterator[T]:
+  """Passes source files through, counting each one on the innermost open bar once the work on it
+  is done (when the next one is asked for, or the last one finished)."""
+  for path in paths:
+    yield path
+    if _open():
+      _open()[-1].add(0, 0, files=1)
 
 
 def count_episode(bar: Any, steps: int) -> None:

@@ -109,25 +109,27 @@ def rollout_paths(directory: errors.PathLike, layout: Layout) -> list[pathlib.Pa
 
 
 def expected_totals(paths: Sequence[errors.PathLike]) -> progress.Totals:
-  """The episodes and RLDS steps of rollout files from their .npz headers alone (`indices` and
-  `acts` shapes: a step per action and per final observation), for a build's progress bar;
-  UNKNOWN when a file is a pickle or its headers cannot say (its read names the problem)."""
-  totals = progress.Totals(0, 0)
+  """The files, and the episodes and RLDS steps of rollout files from their .npz headers alone
+  (`indices` and `acts` shapes: a step per action and per final observation), for a build's
+  progress bar; files only when one is a pickle or its headers cannot say (its read names the
+  problem)."""
+  counted = progress.Totals(files=len(paths))
+  totals = progress.Totals(0, 0, len(paths))
   for path in paths:
     if pathlib.Path(path).suffix != '.npz':
-      return progress.UNKNOWN
+      return counted
     try:
       with files.open_zip(path) as archive:
         shapes = {}
         for name in ('indices', 'acts'):
           with files.zip_member(archive, f'{name}.npy', field=name) as f:
             shapes[name] = files.read_npy_header(f, field=name).shape
-    except (errors.RLDSSuiteError, KeyError):
-      return progress.UNKNOWN
+    except errors.RLDSSuiteError:
+      return counted
     if len(shapes['indices']) != 1 or not shapes['acts']:
-      return progress.UNKNOWN
+      return counted
     trajectories = shapes['indices'][0] + 1
-    totals += progress.Totals(trajectories, shapes['acts'][0] + trajectories)
+    totals += progress.Totals(trajectories, shapes['acts'][0] + trajectories, 0)
   return totals
 
 

@@ -108,18 +108,20 @@ class WorkerWritten:
   """A split built by Beam workers: `examples(item)` yields an item's (key, example)s in order.
 
   `items` and `examples` are pickled to the workers: keep items small (file names, row ranges)
-  and `examples` a module-level function (or a functools.partial of one). `total_steps` and
-  `total_episodes`, when known, are the progress bar's totals.
+  and `examples` a module-level function (or a functools.partial of one). `total_steps`,
+  `total_episodes` and `total_files` (items that are source files), when known, are the progress
+  bar's totals.
   """
   items: Sequence[Any]
   examples: Callable[[Any], Iterable[tuple[Any, Any]]]
   total_steps: Optional[int] = None
   total_episodes: Optional[int] = None
+  total_files: Optional[int] = None
 
 
 def per_file(paths: Sequence[str], examples: Callable[[str], Iterable[Any]]) -> WorkerWritten:
   """One work item per source file; `examples(path)` yields its (key, example)s."""
-  return WorkerWritten(list(paths), examples)
+  return WorkerWritten(list(paths), examples, total_files=len(paths))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,6 +196,7 @@ class _ItemWriter:
       adapter.write_examples(path, serialized())
       yield _Shard(index, part, path, counts['examples'] - before, size)
       part += 1
+    progress_file.write_text(json.dumps({**counts, 'items': 1}))  # The item is done.
 
 
 def _progress_thread(directory: str, prefix: str, totals: progress.Totals,
@@ -205,12 +208,13 @@ def _progress_thread(directory: str, prefix: str, totals: progress.Totals,
     with progress.Bar(totals, prefix, file=out) as bar:
       while True:
         done = stop.wait(0.5)
-        steps = episodes = 0
+        steps = episodes = items = 0
         for path in epath.Path(directory).glob(f'{_PROGRESS_PREFIX}{prefix}-*'):
           with contextlib.suppress(ValueError, OSError):
             counts = json.loads(path.read_text())
             steps, episodes = steps + counts['steps'], episodes + counts['examples']
-        bar.update_to(episodes, steps)
+            items += counts.get('items', 0)
+        bar.update_to(episodes, steps, items)
         if done:
           return
 
@@ -268,7 +272,8 @@ class BeamBuild:
            | f'{name}: record' >> beam.Map(_record, path=os.path.join(directory, f'.{prefix}.json')))
     with _output_to(self.log_path) as terminal:
       bars = [_progress_thread(directory, f'{info.name}-{name}',
-                               progress.Totals(split.total_episodes, split.total_steps), terminal)
+                               progress.Totals(split.total_episodes, split.total_steps,
+                                               split.total_files), terminal)
               for name, split in splits.items()]
       try:
         pipeline.run().wait_until_finish()
