@@ -26,6 +26,7 @@ import io
 import math
 import os
 import pathlib
+import struct
 import zipfile
 import zlib
 from typing import IO, Any, Callable, Iterator, Optional
@@ -298,7 +299,8 @@ def read_npy_data(f: IO[bytes], header: NpyHeader, *, available: Optional[int],
 
 # ---- Zip (npz) archives --------------------------------------------------------------------------
 
-_ZIP_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
+_ZIP_READ_ERRORS = (zipfile.BadZipFile, zlib.error, isal_zlib.error, EOFError, OSError)
+_LOCAL_HEADER = struct.Struct('<4s22xHH')  # Signature, then (at 26) name and extra lengths.
 
 
 @contextlib.contextmanager
@@ -335,7 +337,7 @@ def zip_member(archive: zipfile.ZipFile, name: str, *,
   if info.file_size > limit:
     raise size_limit_error(info.file_size, limit, field=field, what='the zip member declares')
   try:
-    member = archive.open(info)
+    member = _inflated_member(archive, info) or archive.open(info)
   except (*_ZIP_READ_ERRORS, NotImplementedError, RuntimeError, ValueError) as e:
     # NotImplementedError: a zip version or compression method zipfile cannot read; RuntimeError:
     # an encrypted member.
@@ -351,6 +353,94 @@ def zip_member(archive: zipfile.ZipFile, name: str, *,
   except _ZIP_READ_ERRORS as e:
     raise errors.CorruptFileError(f'damaged or truncated zip member: {type(e).__name__}: {e}',
                                   field=field) from e
+
+
+def _inflated_member(archive: zipfile.ZipFile,
+                     info: zipfile.ZipInfo) -> Optional[io.BufferedReader]:
+  """A deflated, unencrypted member of an archive opened from a path, inflated by ISA-L with its
+  own file handle (None for any other member: zipfile reads those). zipfile's checks are kept:
+  the local header's signature and name, then at the end the declared size, the deflate stream's
+  end and the CRC-32. zipfile's inflate and CRC take ~3x as long (il-representations' 0.5 GB
+  Atari members)."""
+  if (info.compress_type != zipfile.ZIP_DEFLATED or info.flag_bits & 0x1 or
+      not isinstance(archive.filename, str)):
+    return None
+  raw = open(archive.filename, 'rb')  # pylint: disable=consider-using-with
+  try:
+    raw.seek(info.header_offset)
+    header = raw.read(_LOCAL_HEADER.size)
+    if len(header) != _LOCAL_HEADER.size:
+      raise zipfile.BadZipFile('truncated local file header')
+    signature, name_length, extra_length = _LOCAL_HEADER.unpack(header)
+    name = raw.read(name_length)
+    raw.seek(extra_length, os.SEEK_CUR)
+    expected = info.orig_filename.encode('utf-8' if info.flag_bits & 0x800 else 'cp437')
+    if signature != b'PK\x03\x04' or name != expected:
+      raise zipfile.BadZipFile(f'bad local file header for {info.orig_filename!r}')
+  except BaseException:
+    raw.close()
+    raise
+  return io.BufferedReader(_InflatedMember(raw, info), _READ_BLOCK)
+
+
+class _InflatedMember(io.RawIOBase):
+  """The inflated bytes of one deflated zip member whose data starts at `raw`'s position."""
+
+  def __init__(self, raw: IO[bytes], info: zipfile.ZipInfo):
+    super().__init__()
+    self._raw, self._info = raw, info
+    self._inflate = isal_zlib.decompressobj(-15)
+    self._compressed_left = info.compress_size
+    self._left = info.file_size
+    self._crc = 0
+    self._checked = False
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer: Any) -> int:
+    view = memoryview(buffer).cast('B')
+    while self._left and len(view):
+      source = self._next_input()
+      data = self._inflate.decompress(source, min(len(view), self._left))
+      if data:
+        view[:len(data)] = data
+        self._crc = isal_zlib.crc32(data, self._crc)
+        self._left -= len(data)
+        return len(data)
+      if self._inflate.eof or not source:
+        raise EOFError('the compressed data ended before the declared size')
+    if not self._left and not self._checked:
+      self._check_end()
+    return 0
+
+  def _next_input(self) -> bytes:
+    """What the inflater takes next: its unconsumed input, else more of the member's compressed
+    bytes, else nothing (which drains output it still holds)."""
+    if self._inflate.unconsumed_tail or not self._compressed_left:
+      return self._inflate.unconsumed_tail
+    data = self._raw.read(min(self._compressed_left, _READ_BLOCK))
+    if not data:
+      raise EOFError('the archive ended inside the member')
+    self._compressed_left -= len(data)
+    return data
+
+  def _check_end(self) -> None:
+    """At the declared size: the deflate stream must end there, with the declared CRC-32."""
+    while not self._inflate.eof:
+      source = self._next_input()
+      if self._inflate.decompress(source, 1):
+        raise zipfile.BadZipFile(f'data after the declared {self._info.file_size} bytes')
+      if not source and not self._inflate.eof:
+        raise EOFError('the deflate stream does not end')
+    if self._crc != self._info.CRC:
+      raise zipfile.BadZipFile(f'Bad CRC-32 for file {self._info.orig_filename!r}')
+    self._checked = True
+
+  def close(self) -> None:
+    if not self.closed:
+      self._raw.close()
+    super().close()
 
 
 def expect_end(f: IO[bytes], what: str, *, field: Optional[str] = None) -> None:
