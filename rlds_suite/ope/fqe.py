@@ -194,28 +194,28 @@ def stream_batches(source: Any, batch_size: int, seed: int = 0, prefetch: int = 
                    block_bytes: int = transition_store.DEFAULT_BLOCK_BYTES,
                    **stream_kwargs: Any) -> Iterator[dict[str, np.ndarray]]:
   """Shuffled transitions of a dataset (directory or registered name), with their bootstrap mask
-  from the RLDS flags; repeats forever. The first pass comes from rlds_suite.streams and is kept
-  in a TransitionStore (a temporary directory under `store_dir`, the system's temporary directory
-  by default, removed when the iterator is closed); every later pass is read back from the store
-  in shuffled blocks of `block_bytes`, so the stream's parse is paid once, not on every pass, and
-  memory stays bounded by the block. `prefetch` batches are read ahead in a thread (0: none)."""
-  batches = _stored_passes(source, batch_size, seed, store_dir, block_bytes, stream_kwargs)
-  return read_ahead.read_ahead(batches, prefetch, name='fqe-read-ahead') if prefetch else batches
-
-
-def _stored_passes(source: Any, batch_size: int, seed: int, store_dir: Optional[str],
-                   block_bytes: int,
-                   stream_kwargs: Mapping[str, Any]) -> Iterator[dict[str, np.ndarray]]:
+  from the RLDS flags; repeats forever. The first pass comes from rlds_suite.streams (`prefetch`
+  batches read ahead by a thread; 0: none) and is kept in a TransitionStore (a temporary
+  directory under `store_dir`, the system's temporary directory by default, removed when the
+  iterator is closed); every later pass is read back from the store in shuffled blocks of
+  `block_bytes`, in the caller's thread (a batch is then a slice, cheaper than a hand-over), so
+  the stream's parse is paid once, not on every pass, and memory stays bounded by the block."""
   from rlds_suite import streams  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   once = streams.Mix(exhaustion=streams.Exhaustion.STOP)
   stream = streams.stream([os.fspath(source)], unit=streams.Transitions(), batch_size=batch_size,
                           seed=seed, mix=once, drop_remainder=False, **stream_kwargs)
+  first_pass = _with_bootstrap(streams.as_numpy(stream))
+  if prefetch:
+    first_pass = read_ahead.read_ahead(first_pass, prefetch, name='fqe-read-ahead')
   with tempfile.TemporaryDirectory(prefix='fqe_transitions_', dir=store_dir) as directory:
     store = transition_store.TransitionStore(directory)
-    for batch in _with_bootstrap(streams.as_numpy(stream)):
-      store.append(batch)
-      if len(batch[fields.REWARD]) == batch_size:  # the pass's short last batch is served later
-        yield batch
+    try:
+      for batch in first_pass:
+        store.append(batch)
+        if len(batch[fields.REWARD]) == batch_size:  # the pass's short last batch comes later
+          yield batch
+    finally:
+      first_pass.close()
     store.seal()
     yield from store.batches(batch_size, seed + 1, block_bytes)
 

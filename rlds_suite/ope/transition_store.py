@@ -95,8 +95,8 @@ class TransitionStore:
         if pending is not None:
           block = {k: np.concatenate([pending[k], v]) for k, v in block.items()}
         order = rng.permutation(len(block[next(iter(block))]))
+        block = {k: v[order] for k, v in block.items()}  # one gather a block; batches are slices
         cut = len(order) - len(order) % batch_size
         for i in range(0, cut, batch_size):
-          rows = order[i:i + batch_size]
-          yield {k: v[rows] for k, v in block.items()}
-        pending = {k: v[order[cut:]] for k, v in block.items()}
+          yield {k: v[i:i + batch_size] for k, v in block.items()}
+        pending = {k: v[cut:] for k, v in block.items()}
