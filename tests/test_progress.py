@@ -45,3 +45,29 @@ def test_bar_on_a_terminal_only(monkeypatch, capsys):
   list(progress.episodes([_episode(2), _episode(3)], 2, 'validate'))
   bar = terminal.getvalue().replace('\r', '\n').strip().splitlines()[-1]
   assert bar.startswith('validate: 100%') and '2/2 [' in bar and '5 steps' in bar, bar
+
+
+def test_validate_stats_and_export_count_out_of_the_episodes_stored(tmp_path, monkeypatch, capsys):
+  from rlds_suite import cli  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tests import browse_data  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  opened = []
+
+  class Recorded(progress.Bar):
+
+    def __init__(self, *args, **kwargs):
+      super().__init__(*args, **kwargs)
+      opened.append(self)
+
+  monkeypatch.setattr(progress, 'Bar', Recorded)
+  directory = browse_data.write(str(tmp_path), {'train': 5, 'test': 2}, size=4, length=1)
+  commands = {'validate': ['validate', directory], 'stats': ['stats', directory],
+              'export d4rl': ['export', directory, '--to', 'd4rl', str(tmp_path / 'x.hdf5'),
+                              '--split', 'test']}
+  for description, command in commands.items():
+    opened.clear()
+    assert cli.main(command) == 0, capsys.readouterr()
+    [bar] = opened
+    expected = 2 if '--split' in command else 7
+    assert (bar.description, bar.unit, bar.total, bar.episodes) == (
+        description, 'episodes', expected, expected)
+    assert bar.steps == 2 * expected  # One action and the final step each.

@@ -71,7 +71,7 @@ class Bar:
 
   def __init__(self, totals: Totals, description: str, file: Any = None):
     from tqdm import auto  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-    self.totals = totals
+    self.totals, self.description = totals, description
     self.unit = ('steps' if totals.steps is not None else 'episodes'
                  if totals.episodes is not None or totals.files is None else 'files')
     self.episodes = self.steps = self.files = 0
