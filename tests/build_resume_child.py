@@ -1,5 +1,6 @@
 """Builds tests/build_helpers.Counting datasets on request, each in a forked process that the test
-may kill (tests/test_build_resume.py): TensorFlow is imported once here, not once per build.
+may kill (tests/test_build_resume.py): the libraries are imported once here, not once per build
+(a build imports no TensorFlow: tests/test_build_without_tensorflow.py).
 
 Reads one JSON request a line: {"data_dir", "episodes", "delay", "workers", "shard_bytes",
 "pool_after"}; writes {"pid": ...} when the build starts and {"status": ...} when it ends (0: built,
@@ -13,8 +14,6 @@ import sys
 import traceback
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-import tensorflow as tf  # pylint: disable=unused-import,g-import-not-at-top
 
 from rlds_suite.tfds import writing  # pylint: disable=g-import-not-at-top
 from tests import build_helpers  # pylint: disable=g-import-not-at-top

@@ -1,8 +1,10 @@
 """A build killed at any moment and run again continues from its last complete shard and ends equal
 to an uninterrupted build; stop signals keep what is complete; nothing half-built looks complete.
 
-Builds run in processes forked by tests/build_resume_child.py (TensorFlow imported once), since a
-real kill is the point.
+Builds run in processes forked by tests/build_resume_child.py (libraries imported once), since a
+real kill is the point. Datasets are compared file by file: every shard byte-equal to the
+uninterrupted build's, and the same splits in dataset_info.json (neither process imports
+TensorFlow, whose import alone took most of this test's time on a loaded machine).
 """
 
 import json
@@ -16,13 +18,15 @@ import time
 
 import pytest
 
+from rlds_suite.tfds import datasets
+from rlds_suite.tfds import shard_reader
+from rlds_suite.tfds import tfrecord_files
 from rlds_suite.tfds import writing
-
-from tests import build_helpers
 
 CHILD = pathlib.Path(__file__).parent / 'build_resume_child.py'
 TRIALS = int(os.environ.get('RLDS_SUITE_RESUME_TRIALS', '10'))
-REQUEST = {'episodes': 40, 'delay': 0.02, 'workers': 1, 'shard_bytes': 20_000}
+REQUEST = {'episodes': 24, 'delay': 0.015, 'workers': 1, 'shard_bytes': 15_000,
+           'batch_bytes': 30_000}  # Shards complete while episodes are generated.
 
 
 class Builds:
@@ -75,9 +79,34 @@ def builds(tmp_path_factory):
 def reference(builds, tmp_path_factory):
   data_dir = tmp_path_factory.mktemp('reference')
   assert builds.run(data_dir) == 0
-  shards = len(json.loads((_version_dir(data_dir) / 'dataset_info.json').read_text())[
-      'splits'][0]['shardLengths'])
-  return build_helpers.built_episodes(str(_version_dir(data_dir))), shards
+  snapshot = _snapshot(data_dir)
+  return snapshot, len(snapshot['splits'][0]['shardLengths'])
+
+
+def _snapshot(data_dir: pathlib.Path) -> dict:
+  """A built dataset's shards (bytes by file name) and its dataset_info.json's splits."""
+  version = _version_dir(data_dir)
+  return {'splits': json.loads((version / 'dataset_info.json').read_text())['splits'],
+          'data_dir': data_dir, 'shards': {p.name: p.read_bytes() for p in sorted(version.glob('*.tfrecord*'))}}
+
+
+def _assert_same_dataset(data_dir: pathlib.Path, expected: dict, same_shards: bool = True) -> None:
+  """Byte-equal shards and splits; or, where a stop signal closed a shard early (`same_shards`
+  False), byte-equal records in the same order."""
+  got = _snapshot(data_dir)
+  if same_shards:
+    assert got['splits'] == expected['splits']
+    assert sorted(got['shards']) == sorted(expected['shards'])
+    for name, data in expected['shards'].items():
+      assert got['shards'][name] == data, name
+  else:
+    assert _records(data_dir) == _records(expected['data_dir'])
+
+
+def _records(data_dir: pathlib.Path) -> list[bytes]:
+  version = _version_dir(data_dir)
+  return [record for path in sorted(version.glob('*.tfrecord*'))
+          for record in tfrecord_files.read_records(path)]
 
 
 def _version_dir(data_dir: pathlib.Path) -> pathlib.Path:
@@ -127,8 +156,7 @@ def test_killed_at_random_points_resumes_to_the_same_dataset(builds, reference, 
                    after_shards=_shards_done(data_dir) + rng.randrange(2), **options)
         _assert_nothing_half_built(data_dir)
       assert builds.run(data_dir, **options) == 0
-    build_helpers.assert_same_episodes(
-        build_helpers.built_episodes(str(_version_dir(data_dir))), expected)
+    _assert_same_dataset(data_dir, expected)
     assert not _work_dir(data_dir).exists()
     assert not [n for n in os.listdir(data_dir / 'counting') if n.startswith('incomplete')]
   assert resumed_with_shards  # At least one trial continued after completed shards.
@@ -143,16 +171,15 @@ def test_stop_signal_keeps_complete_shards_and_resumes(builds, reference, tmp_pa
   kept = json.loads((_work_dir(data_dir) / writing.PROGRESS_FILE).read_text())
   assert kept['splits']['train']['shards'] and not kept['splits']['train']['done']
   assert builds.run(data_dir, delay=0.05) == 0
-  build_helpers.assert_same_episodes(
-      build_helpers.built_episodes(str(_version_dir(data_dir))), expected)
+  _assert_same_dataset(data_dir, expected, same_shards=False)
 
 
 def test_another_source_starts_over(builds, tmp_path):
   data_dir = tmp_path / 'changed'
   assert builds.run(data_dir, after=0.0, after_shards=1, sig=signal.SIGTERM, delay=0.05) == 3
   assert builds.run(data_dir, episodes=12) == 0  # Other settings: the kept shards are not used.
-  got = build_helpers.built_episodes(str(_version_dir(data_dir)))
-  assert [int(e['index']) for e in got] == list(range(12))
+  info = datasets.load_builder(str(_version_dir(data_dir))).info
+  assert [int(e['index']) for e in shard_reader.read_episodes(info)] == list(range(12))
 
 
 D4RL_DUMMY = pathlib.Path(__file__).parents[1] / 'builders' / 'd4rl' / 'dummy_data'
