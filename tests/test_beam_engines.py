@@ -1,9 +1,11 @@
-"""Beam builds on real engines (rlds_suite/tfds/beam.py): the DirectRunner's worker processes and
-Beam's Dask runner on a dask.distributed LocalCluster write the same dataset as the single-process
-build; other runners' flags reach the pipeline; a damaged file is one line naming it.
+"""Beam builds on real engines (rlds_suite/tfds/beam.py): the DirectRunner's workers and Beam's
+Dask runner on a dask.distributed LocalCluster write the same dataset as the single-process build,
+record for record, and the Dask worker processes never import TensorFlow; other runners' flags
+reach the pipeline; a damaged file is one line naming it.
 
-The run is three batch_rl checkpoints written by benchmarks/dqn_replay_data.py (episodes of
-500-3,000 steps, so most cross a checkpoint file), built in work items of ~1,500 rows.
+The run is three batch_rl checkpoints of 1,000 rows written by benchmarks/dqn_replay_data.py (seed
+34: episodes of 500-2,700 steps, two of which cross a checkpoint file), built in work items of ~700
+rows. One LocalCluster serves the module.
 """
 
 import importlib.util
@@ -20,6 +22,7 @@ from rlds_suite.builders.dqn_replay import dqn_replay_dataset_builder as dqn_bui
 from rlds_suite.core import errors
 from rlds_suite.tfds import beam as rlds_beam
 from rlds_suite.tfds import datasets
+from rlds_suite.tfds import tfrecord_files
 
 pytest.importorskip('apache_beam')
 
@@ -28,14 +31,14 @@ _spec = importlib.util.spec_from_file_location('dqn_replay_data', _DATA_WRITER)
 dqn_replay_data = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dqn_replay_data)
 
-ROWS, CHECKPOINTS, ITEM_ROWS = 2_000, 3, 1_500
+ROWS, CHECKPOINTS, ITEM_ROWS, SEED = 1_000, 3, 700, 34
 
 
 @pytest.fixture(scope='module')
 def manual_dir(tmp_path_factory) -> pathlib.Path:
   out = tmp_path_factory.mktemp('replay')
   with _quiet():
-    return dqn_replay_data.write_run(out, ROWS, CHECKPOINTS)
+    return dqn_replay_data.write_run(out, ROWS, CHECKPOINTS, seed=SEED)
 
 
 class _quiet:
@@ -58,8 +61,15 @@ def _build(manual_dir, data_dir, beam_options=None, beam=True) -> tfds.core.Data
 
 
 def _episodes(builder) -> list[dict]:
-  """Episodes in the order the dataset holds them."""
+  """Episodes in the order the dataset holds them, decoded."""
   return list(datasets.numpy_episodes(builder.as_dataset(split='train', shuffle_files=False)))
+
+
+def _records(builder) -> list[bytes]:
+  """The dataset's serialized examples, sorted: the non-Beam build holds an episode that crosses
+  a checkpoint file after that checkpoint's own (one pass over the files); Beam, in add order."""
+  split = builder.info.splits['train']
+  return sorted(record for path in split.filepaths for record in tfrecord_files.read_records(path))
 
 
 def _assert_same(episodes, reference) -> None:
@@ -71,9 +81,29 @@ def _assert_same(episodes, reference) -> None:
 
 
 @pytest.fixture(scope='module')
-def single_process(manual_dir, tmp_path_factory) -> list[dict]:
-  """The reference: the build without Beam, in this process."""
-  return _episodes(_build(manual_dir, tmp_path_factory.mktemp('single'), beam=False))
+def single_process_build(manual_dir, tmp_path_factory) -> tfds.core.DatasetBuilder:
+  """The reference: the build without Beam (tfds/writing.py), in this process."""
+  return _build(manual_dir, tmp_path_factory.mktemp('single'), beam=False)
+
+
+@pytest.fixture(scope='module')
+def single_process(single_process_build) -> list[dict]:
+  return _episodes(single_process_build)
+
+
+@pytest.fixture(scope='module')
+def dask_address():
+  """A LocalCluster of 2 worker processes for the module."""
+  pytest.importorskip('distributed')  # The tfds_cli extra's apache-beam[dask].
+  with rlds_beam.local_dask_cluster(2) as address:
+    yield address
+
+
+@pytest.fixture(scope='module')
+def dask_build(manual_dir, tmp_path_factory, dask_address) -> tfds.core.DatasetBuilder:
+  options = rlds_beam.dask_options(dask_address)
+  assert options.get_all_options()['runner'].endswith('.DaskRunner')
+  return _build(manual_dir, tmp_path_factory.mktemp('dask'), options)
 
 
 def test_plan_has_several_items_and_crosses_files(manual_dir):
@@ -86,21 +116,35 @@ def test_plan_has_several_items_and_crosses_files(manual_dir):
   assert any(span.first_add < ROWS < span.end_add for span in spans)
 
 
-def test_dask_engine_build_equals_the_single_process_build(manual_dir, tmp_path, single_process):
-  pytest.importorskip('distributed')  # The tfds_cli extra's apache-beam[dask].
-  with rlds_beam.options_for('dask', num_workers=2) as options:
-    assert options.get_all_options()['runner'].endswith('.DaskRunner')
-    built = _build(manual_dir, tmp_path, options)
-  episodes = _episodes(built)
+def test_dask_engine_build_equals_the_single_process_build(dask_build, single_process,
+                                                           single_process_build):
+  """Decoded values (PNG frames, nested episode metadata) and the serialized bytes: one writer."""
+  episodes = _episodes(dask_build)
   _assert_same(episodes, single_process)
-  assert len(built.info.splits['train'].shard_lengths) >= 3  # One shard (at least) per work item.
+  assert len(dask_build.info.splits['train'].shard_lengths) >= 3  # At least a shard per item.
   # Shards are named in work-item order, so the engine does not change the dataset's order.
   assert [int(e['first_add_index']) for e in episodes] == sorted(
       int(e['first_add_index']) for e in episodes)
+  assert _records(dask_build) == _records(single_process_build)
+
+
+def test_dask_worker_processes_write_without_tensorflow(dask_build, dask_address):
+  """The workers that wrote the shards (they hold the writer's modules) never loaded TensorFlow."""
+  import distributed  # pylint: disable=g-import-not-at-top
+
+  def loaded():  # Local, so it is pickled by value: the worker imports nothing of this module.
+    modules = sys.modules
+    return {name: name in modules for name in ('tensorflow', 'rlds_suite.tfds.beam')}
+
+  with distributed.Client(dask_address) as client:
+    workers = client.run(loaded)
+  assert len(workers) == 2
+  assert any(found['rlds_suite.tfds.beam'] for found in workers.values()), workers
+  assert not any(found['tensorflow'] for found in workers.values()), workers
 
 
 def test_direct_runner_workers_via_the_cli_equal_the_single_process_build(
-    manual_dir, tmp_path, single_process, capfd, monkeypatch):
+    manual_dir, tmp_path, single_process, single_process_build, capfd, monkeypatch):
   """`rlds-suite build --beam_runner direct --workers 2`: the same episodes; the terminal gets a
   few lines and the name of the file holding Beam's and the workers' logs."""
   monkeypatch.setattr(dqn_builder.Builder, 'beam_item_rows', ITEM_ROWS)
@@ -111,8 +155,9 @@ def test_direct_runner_workers_via_the_cli_equal_the_single_process_build(
   log_line = next(line for line in out.splitlines() if line.startswith('Beam and worker logs: '))
   assert pathlib.Path(log_line.split(': ', 1)[1]).is_file()
   assert len((out + err).splitlines()) < 30, out + err
-  _assert_same(_episodes(datasets.load_builder(str(tmp_path / 'dqn_replay' / 'Pong-run1' / '1.0.0'))),
-               single_process)
+  built = datasets.load_builder(str(tmp_path / 'dqn_replay' / 'Pong-run1' / '1.0.0'))
+  _assert_same(_episodes(built), single_process)
+  assert _records(built) == _records(single_process_build)
 
 
 @pytest.mark.parametrize('runner, flags, expected', [

@@ -33,9 +33,12 @@ import tensorflow_datasets as tfds
 import rlds_suite
 from rlds_suite.core import errors
 from rlds_suite.core import progress
+from rlds_suite.tfds import tfrecord_files
+from rlds_suite.tfds import writing
 
 # A worker starts a new shard file after this many serialized bytes.
 MAX_SHARD_BYTES = 256 << 20
+PROGRESS_SECONDS = 1.0  # A worker rewrites its progress file at most this often (and at the end).
 _PROGRESS_PREFIX = '.progress-'
 
 
@@ -148,15 +151,75 @@ class _Failure:
     return kind(self.problem, path=self.path, field=self.field)
 
 
-class _ItemWriter:
-  """The worker's job: one item's examples, encoded and serialized one at a time, into shard files
-  of at most MAX_SHARD_BYTES named after the item; its progress in a small file the driver polls."""
+class _ProgressFile:
+  """A worker's counts (examples and steps written) in a small file the driver polls: rewritten at
+  most every `interval` seconds, and by `write` at the end of the item."""
 
-  def __init__(self, split: WorkerWritten, features: tfds.features.FeaturesDict, file_format: Any,
-               directory: str, prefix: str, max_shard_bytes: int):
+  def __init__(self, path: str, interval: float = PROGRESS_SECONDS,
+               clock: Callable[[], float] = time.monotonic):
+    self._path, self._interval, self._clock = path, interval, clock
+    self._written_at = clock()
+    self.examples = self.steps = self.items = 0  # items: 1 once the item is done.
+
+  def add(self, examples: int, steps: int) -> None:
+    self.examples += examples
+    self.steps += steps
+    if self._clock() - self._written_at >= self._interval:
+      self.write()
+
+  def write(self) -> None:
+    """Replaces the file (the driver never reads half of it)."""
+    staged = os.path.join(os.path.dirname(self._path), '.staged' + os.path.basename(self._path))
+    with open(staged, 'w') as f:
+      json.dump({'examples': self.examples, 'steps': self.steps, 'items': self.items}, f)
+    os.replace(staged, self._path)
+    self._written_at = self._clock()
+
+
+class _ItemShards:
+  """An item's shard files, `PREFIX.itemINDEX-partPART`: a new one after `max_bytes`."""
+
+  def __init__(self, directory: str, prefix: str, index: int, max_bytes: int):
+    self._directory, self._prefix, self._index, self._max_bytes = (
+        directory, prefix, index, max_bytes)
+    self._part = self._examples = self._bytes = 0
+    self._writer: Optional[tfrecord_files.RecordWriter] = None
+
+  def write(self, serialized: bytes) -> Optional[_Shard]:
+    """Writes one example; the shard it completed, if it did."""
+    if self._writer is None:
+      self._writer = tfrecord_files.RecordWriter(self._path())
+    self._writer.write(serialized)
+    self._examples += 1
+    self._bytes += len(serialized)
+    return self.close() if self._bytes >= self._max_bytes else None
+
+  def close(self) -> Optional[_Shard]:
+    """Closes the open shard; what it holds (None when none was open)."""
+    if self._writer is None:
+      return None
+    self._writer.close()
+    self._writer = None
+    shard = _Shard(self._index, self._part, self._path(), self._examples, self._bytes)
+    self._part += 1
+    self._examples = self._bytes = 0
+    return shard
+
+  def _path(self) -> str:
+    return os.path.join(self._directory,
+                        f'{self._prefix}.item{self._index:05d}-part{self._part:04d}')
+
+
+class _ItemWriter:
+  """The worker's job: one item's examples, serialized by the builds' one writer
+  (`writing.Serializer`: batch per field with episode_wire, or TFDS's encoder for features it
+  cannot plan) into TFRecord shards of at most MAX_SHARD_BYTES named after the item, with no
+  TensorFlow; its progress in a small file the driver polls."""
+
+  def __init__(self, split: WorkerWritten, features: tfds.features.FeaturesDict, directory: str,
+               prefix: str, max_shard_bytes: int):
     self._examples = split.examples
     self._features = features
-    self._file_format = file_format
     self._directory = directory
     self._prefix = prefix
     self._max_shard_bytes = max_shard_bytes
@@ -169,34 +232,29 @@ class _ItemWriter:
       yield _Failure(index, type(e).__name__, e.problem, e.path, e.field)
 
   def _write(self, index: int, item: Any) -> Iterator[_Shard]:
-    serializer = tfds.core.example_serializer.ExampleSerializer(
-        self._features.get_serialized_info())
-    adapter = tfds.core.file_adapters.ADAPTER_FOR_FORMAT[self._file_format]
-    progress_file = epath.Path(self._directory) / f'{_PROGRESS_PREFIX}{self._prefix}-{index:05d}'
-    examples = iter(self._examples(item))
-    counts = {'examples': 0, 'steps': 0}
-    part, pending = 0, next(examples, None)
-    while pending is not None:
-      size = 0
+    serializer = writing.Serializer(self._features, workers=0)
+    shards = _ItemShards(self._directory, self._prefix, index, self._max_shard_bytes)
+    counts = _ProgressFile(os.path.join(self._directory,
+                                        f'{_PROGRESS_PREFIX}{self._prefix}-{index:05d}'))
+    try:
+      for _, example in self._examples(item):
+        steps = progress.num_steps(example)
+        for serialized in serializer.add(example):
+          yield from _completed(shards.write(serialized))
+        counts.add(1, steps)
+      for serialized in serializer.flush():
+        yield from _completed(shards.write(serialized))
+      yield from _completed(shards.close())
+      counts.items = 1
+    finally:
+      serializer.close()
+      shards.close()
+      counts.write()
 
-      def serialized() -> Iterator[tuple[Any, bytes]]:
-        nonlocal pending, size
-        while pending is not None and (size == 0 or size < self._max_shard_bytes):
-          key, example = pending
-          data = serializer.serialize_example(self._features.encode_example(example))
-          size += len(data)
-          counts['examples'] += 1
-          counts['steps'] += progress.num_steps(example)
-          progress_file.write_text(json.dumps(counts))
-          yield key, data
-          pending = next(examples, None)
 
-      before = counts['examples']
-      path = os.path.join(self._directory, f'{self._prefix}.item{index:05d}-part{part:04d}')
-      adapter.write_examples(path, serialized())
-      yield _Shard(index, part, path, counts['examples'] - before, size)
-      part += 1
-    progress_file.write_text(json.dumps({**counts, 'items': 1}))  # The item is done.
+def _completed(shard: Optional[_Shard]) -> Iterator[_Shard]:
+  if shard is not None:
+    yield shard
 
 
 def _progress_thread(directory: str, prefix: str, totals: progress.Totals,
@@ -255,6 +313,9 @@ class BeamBuild:
     beam = _beam()
     info = self.builder.info
     info.as_proto.disable_shuffling = True  # Written in work-item order, the same on any runner.
+    if info.file_format not in (None, tfds.core.FileFormat.TFRECORD):
+      raise errors.SchemaError(f'Beam workers write TFRecord shards, not {info.file_format.value}',
+                               path=self.builder.name)
     directory = os.fspath(self.builder.data_path)
     templates = {name: self.builder._get_filename_template(name)  # pylint: disable=protected-access
                  for name in splits}
@@ -262,8 +323,7 @@ class BeamBuild:
     pipeline = beam.Pipeline(runner=self.download_config.beam_runner, options=options)
     for name, split in splits.items():
       prefix = f'{info.name}-{name}'
-      writer = _ItemWriter(split, info.features, info.file_format, directory, prefix,
-                           MAX_SHARD_BYTES)
+      writer = _ItemWriter(split, info.features, directory, prefix, MAX_SHARD_BYTES)
       _ = (pipeline
            | f'{name}: items' >> beam.Create(list(enumerate(split.items)), reshuffle=False)
            | f'{name}: one item a worker' >> beam.Reshuffle()
@@ -275,13 +335,17 @@ class BeamBuild:
                                progress.Totals(split.total_episodes, split.total_steps,
                                                split.total_files), terminal)
               for name, split in splits.items()]
+      result = None
       try:
-        pipeline.run().wait_until_finish()
+        result = pipeline.run()
+        result.wait_until_finish()
       except Exception as e:  # pylint: disable=broad-except
         message = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise errors.RLDSSuiteError(f'the Beam pipeline failed: {message} (full log: '
                                     f'{self.log_path})', path=self.builder.name) from e
       finally:
+        if getattr(result, 'client', None) is not None:  # The Dask runner's: it leaves it open.
+          result.client.close()
         for stop, thread in bars:
           stop.set()
           thread.join()
@@ -298,14 +362,10 @@ class BeamBuild:
     failures = [_Failure(**f) for f in written['failures']]
     if failures:
       raise min(failures, key=lambda f: f.item).error()
-    shards = sorted((_Shard(**s) for s in written['shards'] if s['num_examples']),
-                    key=lambda s: (s.item, s.part))
+    shards = sorted((_Shard(**s) for s in written['shards']), key=lambda s: (s.item, s.part))
     for index, shard in enumerate(shards):
       final = template.sharded_filepath(shard_index=index, num_shards=len(shards))
       epath.Path(shard.path).rename(final)
-    for shard in written['shards']:
-      if not shard['num_examples']:
-        epath.Path(shard['path']).unlink()
     if not shards:
       raise errors.EmptyInputError(f'no examples for split {name}', path=self.builder.name)
     return tfds.core.SplitInfo(name=name, shard_lengths=[s.num_examples for s in shards],
