@@ -62,12 +62,18 @@ def test_validate_stats_and_export_count_out_of_the_episodes_stored(tmp_path, mo
   directory = browse_data.write(str(tmp_path), {'train': 5, 'test': 2}, size=4, length=1)
   commands = {'validate': ['validate', directory], 'stats': ['stats', directory],
               'export d4rl': ['export', directory, '--to', 'd4rl', str(tmp_path / 'x.hdf5'),
-                              '--split', 'test']}
+                              '--split', 'test'],
+              'show: reading episode 5': ['show', directory, '--episode', '5', '--episodes', '3',
+                                          '--out', str(tmp_path / 'x.png')]}
   for description, command in commands.items():
     opened.clear()
     assert cli.main(command) == 0, capsys.readouterr()
     [bar] = opened
-    expected = 2 if '--split' in command else 7
+    expected = 2 if '--split' in command or 'show' in command else 7  # Show: episodes 5 and 6.
     assert (bar.description, bar.unit, bar.total, bar.episodes) == (
         description, 'episodes', expected, expected)
     assert bar.steps == 2 * expected  # One action and the final step each.
+  # An episode that is not there is named before anything is read.
+  opened.clear()
+  assert cli.main(['show', directory, '--episode', '7', '--out', str(tmp_path / 'y.png')]) == 2
+  assert 'has no episode 7 (7 stored)' in capsys.readouterr().err and not opened

@@ -34,6 +34,7 @@ def run(args) -> int:
   # pylint: disable=g-import-not-at-top
   from rlds_suite.core import errors
   from rlds_suite.core import fields
+  from rlds_suite.core import progress
   from rlds_suite.inspection import rendering
   from rlds_suite.inspection import plots
   from rlds_suite.tfds import datasets
@@ -46,8 +47,14 @@ def run(args) -> int:
   out = args.out or f'{name}_episode{args.episode}.{"gif" if has_images else "png"}'
   if not has_images and not out.lower().endswith('.png'):
     raise errors.SchemaError('vector observations are plotted; use a .png output', path=out)
-  chosen = list(datasets.read_episodes(builder, split=args.split, skip=args.episode,
-                                       take=max(args.episodes, 1)))
+  take, stored = max(args.episodes, 1), progress.split_total(builder.info.splits, args.split)
+  if stored is not None and not 0 <= args.episode < stored:
+    raise errors.SchemaError(f'has no episode {args.episode} ({stored} stored)', path=args.source)
+  # The bar is up while the episodes before --episode are skipped (tf.data does not count those).
+  chosen = list(progress.episodes(
+      datasets.read_episodes(builder, split=args.split, skip=args.episode, take=take),
+      take if stored is None else min(take, stored - args.episode),
+      f'show: reading episode {args.episode}'))
   if not chosen:
     raise errors.SchemaError(f'has no episode {args.episode}', path=args.source)
   first = chosen[0][fields.STEPS]
