@@ -156,3 +156,11 @@ def test_rl_unplugged_shards_are_the_total(tmp_path, bars):
   assert bar.totals == progress.Totals(files=2) and bar.tqdm.total == bar.files == 2
   # Built by Beam workers, one shard a work item: the same total.
   assert beam.per_file(['a', 'b'], len).total_files == 2
+
+
+def test_imitation_headers_of_the_authors_rollouts(real_data):
+  from rlds_suite.readers import imitation  # pylint: disable=g-import-not-at-top
+  path = real_data / 'imitation' / 'cartpole_0_rollouts_final.npz'
+  read = imitation.read_episodes(path, imitation.LAYOUTS['cartpole'])
+  assert imitation.expected_totals([path]) == progress.Totals(
+      len(read), sum(progress.num_steps(e) for e in read), files=1)
