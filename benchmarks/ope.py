@@ -17,16 +17,18 @@ the 100-step effective horizon and every estimate comes out near 26). Seed 0's e
 plotted against the truth (work_dir/ope_{fqe,dr}_vs_truth.png).
 
 Speed: FQE updates/s with batches from `fqe.stream_batches` (shuffled RLDS transitions via
-rlds_suite.streams, numpy exit) against `fqe.array_batches` (the same transitions already in
-memory), the same network and policy, after a warm-up, interleaved --rounds times; the stream's
-start-up (first batch) is printed apart. Memory: peak RSS (VmHWM) of a subprocess training FQE from
-the stream on the dataset and on one --scale times larger, above a subprocess that imports the
-same modules and stops.
+rlds_suite.streams, numpy exit; the first pass is kept in a transition store that serves the later
+passes) against `fqe.array_batches` (the same transitions already in memory), the same network and
+policy, after a warm-up, interleaved --rounds times; the stream's start-up (first batch) and its
+first pass are printed apart. Memory: peak RSS (VmHWM) of a subprocess training FQE from the stream
+on the dataset and on one --scale times larger, with store blocks (--block_bytes) smaller than
+both, above a subprocess that imports the same modules and stops.
 
-Measured (--quick, 2 shared vCPUs, load 2.5-5; see README "Off-policy evaluation"): rank
-correlation 1.00 [0.94..1.00] and regret@1 0.00 for FQE and DR over 3 seeds, absolute error 0.098
-(FQE) and 0.044 (DR); updates/s stream/memory 0.49x, stream+cache/memory 1.01x; peak RSS flat
-(109 vs 105 MiB for an 8x dataset).
+Measured (--quick; 2 vCPUs shared with other work, load 2.5-5 for accuracy, 18-21 for speed; see
+README "Off-policy evaluation"): rank correlation 1.00 [0.94..1.00] and regret@1 0.00 for FQE and
+DR over 3 seeds, absolute error 0.098 (FQE) and 0.044 (DR); updates/s after the first pass (7
+rounds) stream/memory 1.14x [0.91..1.30], stream+cache/memory 0.95x [0.84..1.63] (before the
+store: 0.49x); peak RSS above imports 66 vs 69 MiB at 1x and 4x (flat).
 """
 
 from __future__ import annotations
