@@ -57,15 +57,16 @@ def test_episodes_and_steps_known_from_flags(name, manual_dir, tmp_path, bars):
   assert bar.by_steps and bar.total == bar.steps  # Out of the steps: the ETA follows the data.
 
 
-def test_magical_and_minerl_count_episodes_out_of_their_files(tmp_path, bars):
+def test_magical_and_minerl_count_out_of_their_files_and_metadata(tmp_path, bars):
   bar = _built(bars, _build('magical_demos/move_to_corner',
                             BUILDERS / 'magical_demos' / 'dummy_data', tmp_path / 'a'))
   assert bar.totals == progress.Totals(episodes=2) and bar.episodes == 2
   assert not bar.by_steps and bar.total == 2
   bars.clear()
+  # MineRL: a stream a directory, its steps in its metadata.json.
   bar = _built(bars, _build('minerl_streams/treechop_vector_obf',
                             BUILDERS / 'minerl_streams' / 'dummy_data', tmp_path / 'b'))
-  assert bar.total == bar.episodes == 2
+  assert bar.totals == progress.Totals(episodes=2, steps=bar.steps) and bar.episodes == 2
 
 
 def test_imitation_npz_headers_give_the_totals_pickles_none(tmp_path, bars):
@@ -164,3 +165,13 @@ def test_imitation_headers_of_the_authors_rollouts(real_data):
   read = imitation.read_episodes(path, imitation.LAYOUTS['cartpole'])
   assert imitation.expected_totals([path]) == progress.Totals(
       len(read), sum(progress.num_steps(e) for e in read), files=1)
+
+
+def test_minerl_metadata_totals_of_a_real_stream(real_data):
+  from rlds_suite.core import episodes  # pylint: disable=g-import-not-at-top
+  from rlds_suite.readers import minerl  # pylint: disable=g-import-not-at-top
+  streams = minerl.stream_dirs(real_data / 'minerl', minerl.ENVS['treechop_vector_obf'])
+  read = [episodes.to_episode(minerl.read_stream(
+      s, minerl.ENVS['treechop_vector_obf'], with_video=False)) for s in streams]
+  assert minerl.expected_totals(streams) == progress.Totals(
+      len(read), sum(progress.num_steps(e) for e in read))

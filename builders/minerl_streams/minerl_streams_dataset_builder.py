@@ -91,7 +91,7 @@ class Builder(builder_base.RLDSBuilder):
     root = pathlib.Path(dl_manager.manual_dir)
     streams = minerl.stream_dirs(root, self.builder_config.env)
     return {'train': progress.expect(self._generate_examples(streams),
-                                     progress.Totals(episodes=len(streams)))}
+                                     minerl.expected_totals(streams))}
 
   def _generate_examples(self, streams):
     config = self.builder_config

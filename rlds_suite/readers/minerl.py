@@ -28,11 +28,12 @@ import dataclasses
 import enum
 import json
 import pathlib
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.core import nested
 from rlds_suite.core.episodes import BoundaryPolicy, FinalObservation, Trajectory
 from rlds_suite.readers import files
@@ -107,6 +108,17 @@ def stream_dirs(directory: errors.PathLike, env: Env) -> list[pathlib.Path]:
   if not streams:
     raise errors.EmptyInputError(f'no stream directories in a {env.env_id!r} folder', path=root)
   return streams
+
+
+def expected_totals(streams: Sequence[pathlib.Path]) -> progress.Totals:
+  """Episodes (a stream each) and RLDS steps (`duration_steps` actions and the final
+  observation's step) from the streams' metadata.json alone, for a build's progress bar; episodes
+  only where a stream's metadata cannot say (its read names the problem)."""
+  try:
+    steps = sum(int(_metadata(stream / METADATA)['duration_steps']) + 1 for stream in streams)
+  except (errors.RLDSSuiteError, TypeError, ValueError):
+    return progress.Totals(episodes=len(streams))
+  return progress.Totals(episodes=len(streams), steps=steps)
 
 
 def read_stream(directory: errors.PathLike, env: Env, *, with_video: bool = True) -> Trajectory:
