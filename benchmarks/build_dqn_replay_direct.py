@@ -18,6 +18,12 @@ process whose process tree's summed RSS is sampled every 0.1 s (workers included
   tfds    the same builder with TFDS's own writer (per-example encoding, shuffle buffer), the path
           the issue measured at 1,560 rows/s; only at --tfds_rows (it takes ~10 min per 1M rows)
 Rounds alternate the kinds; medians [min..max] over rounds; ratios are paired by round.
+
+Measured (--rows 1000000 --rounds 2 --tfds_rows, 2 shared cores at load 12-22): floor 25,968
+rows/s [20,603..31,333], isal 82,742 [75,347..90,138], png 5,269 [4,635..5,903], direct 4,522
+[4,504..4,540] (process tree 775 MiB, +14 MiB last third vs middle); direct / floor 0.18x
+[0.14..0.22] (target 0.5x: not met), / isal 0.055x, / png 0.87x [0.76..0.98]. What bounds direct
+is the dataset's own PNG deflate (over half of its CPU); see the README's build section.
 """
 
 from __future__ import annotations

@@ -41,6 +41,12 @@ Measured (defaults, 2 shared vCPUs with other engineers' jobs running, 3 paired 
   (The numbers above were taken with TFDS's writer. With rlds_suite.tfds.writing, same defaults,
   load 11-15 on the 2 cores: Atari ours 441 steps/s wall (358-567), baseline 475 (472-1,935);
   ours/baseline 0.76x (0.29-0.93x) wall; peak RSS ours 1,115 MiB, baseline 1,665 MiB.)
+  (Issue 17, after ISA-L inflates zip members, same defaults but --formats atari, load 22-24: ours
+  668 steps/s wall (491-888), baseline 972 (947-1,726); ours/baseline 0.51x (0.51-0.71x) wall,
+  0.74x (0.70-0.86x) CPU of the builder's process (its ZLIB workers not counted); peak RSS ours
+  220 MiB, baseline 1,665 MiB. py-spy of ours, 20k steps, build only: the restricted streaming
+  unpickler's two Python passes 62%, ISA-L inflate 13% (zipfile's inflate and CRC were 39%),
+  episode assembly and copies 8%.)
 What bounded ours with TFDS's writer: per step, TFDS's ZLIB encoding of the frames (30 KB for dm_control, 28 KB for
 Atari) and serialization; reading costs two passes over the pickle in Python (the first finds
 where each trajectory ends, so that one can be handed out at a time). The baseline only unpickles
@@ -140,8 +146,12 @@ def write_dm_control(path: pathlib.Path, steps: int) -> None:
 # ---- Work run in a child process (fresh memory), printing one JSON line. ----
 
 def _ours(name: str, manual_dir: str, data_dir: str) -> int:
-  from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
-  datasets.build(name, manual_dir=manual_dir, data_dir=data_dir)
+  """TFDS's own build call with a plain DownloadConfig: these builders use no Beam (building Beam
+  runner options, as rlds_suite.tfds.datasets.build does for every builder, imports Apache Beam:
+  ~3 s of CPU that is not the conversion's)."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  builder = tfds.builder(name, data_dir=data_dir)
+  builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   return sum(f.stat().st_size for f in pathlib.Path(data_dir).rglob('*.tfrecord*'))
 
 
@@ -198,7 +208,7 @@ def child(kind: str, *args: str) -> None:
   import cloudpickle  # pylint: disable=g-import-not-at-top,unused-import
   if kind == 'ours':
     import rlds_suite  # pylint: disable=g-import-not-at-top,unused-import
-    from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top,unused-import
+    import tensorflow_datasets  # pylint: disable=g-import-not-at-top,unused-import
   work = {'ours': _ours, 'baseline_atari': _baseline_atari,
           'baseline_dm_control': _baseline_dm_control}[kind]
   wall, cpu = time.perf_counter(), time.process_time()
