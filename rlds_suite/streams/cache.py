@@ -110,8 +110,9 @@ class RowGather:
     permuted: dict[int, np.ndarray] = {}  # Fields holding the same array are permuted once.
 
     def permute(value):
-      if id(value) not in permuted:
-        permuted[id(value)] = value[order]
+      if id(value) not in permuted:  # A constant (one dataset's index, one epoch) stays as it is.
+        constant = value.size and value[0] == value[-1] and not np.any(value != value[0])
+        permuted[id(value)] = value if constant else value[order]
       return permuted[id(value)]
 
     dataset = permute(flat_block[self._dataset_index])
