@@ -204,7 +204,10 @@ def _attached(name: str) -> shared_memory.SharedMemory:
   _attached_blocks[name] = block
   while len(_attached_blocks) > _ATTACHED_MAX:
     _, old = _attached_blocks.popitem(last=False)
-    old.close()
+    try:
+      old.close()
+    except BufferError:  # A view is still alive (e.g. in a failed call's traceback): the
+      pass  # mapping goes when that view does.
   return block
 
 
