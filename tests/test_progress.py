@@ -77,3 +77,33 @@ def test_validate_stats_and_export_count_out_of_the_episodes_stored(tmp_path, mo
   opened.clear()
   assert cli.main(['show', directory, '--episode', '7', '--out', str(tmp_path / 'y.png')]) == 2
   assert 'has no episode 7 (7 stored)' in capsys.readouterr().err and not opened
+
+
+def test_convert_counts_out_of_the_riegeli_indexes(tmp_path, monkeypatch):
+  import envlogger  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_suite import envs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_suite.compat import envlogger_compat  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_suite.recording import random_policy  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_suite.recording import riegeli_ingest  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  opened = []
+
+  class Recorded(progress.Bar):
+
+    def __init__(self, *args, **kwargs):
+      super().__init__(*args, **kwargs)
+      opened.append(self)
+
+  monkeypatch.setattr(progress, 'Bar', Recorded)
+  envlogger_compat.patch_envlogger_codec()
+  env = envs.make('gymnasium:CartPole-v1', seed=0, max_episode_steps=15)
+  policy = random_policy(env.action_spec(), 0)
+  (tmp_path / 'logs').mkdir()
+  with envlogger.EnvLogger(env, data_directory=str(tmp_path / 'logs')) as logged:
+    for _ in range(3):
+      timestep = logged.reset()
+      while not timestep.last():
+        timestep = logged.step(policy(timestep))
+  done = riegeli_ingest.convert(tmp_path / 'logs', tmp_path / 'ds', name='cartpole')
+  [bar] = opened
+  assert bar.totals == progress.Totals(bar.episodes, bar.steps) and bar.by_steps
+  assert bar.episodes == done.num_episodes_written == 3 and bar.steps > 3

@@ -25,6 +25,7 @@ import tempfile
 from typing import Any, Iterable, Mapping, Optional
 
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 from rlds_suite.compat import envlogger_compat
 from rlds_suite.recording.backend import RLDSWriter
 
@@ -110,24 +111,40 @@ def _convert_logs(logs: list[str], directory: str, **writer_args: Any) -> tuple[
   writer: Optional[RLDSWriter] = None
   reset_only = 0
   try:
-    for log_dir in logs:
-      with errors.located(log_dir), envlogger.Reader(log_dir) as reader:
-        if writer is None:
-          writer = RLDSWriter(directory, observation_spec=reader.observation_spec(),
-                              action_spec=reader.action_spec(), reward_spec=reader.reward_spec(),
-                              keep_reset_only_episodes=True, **writer_args)
-        episode_metadata = list(reader.episode_metadata())
-        for index, episode in enumerate(reader.episodes):
-          steps = _read_steps(episode, log_dir, index)
-          reset_only += len(steps) == 1
-          for step_index, step in enumerate(steps):
-            writer.record_step(step, is_new_episode=step_index == 0)
-          if index < len(episode_metadata) and episode_metadata[index] is not None:
-            writer.set_episode_metadata(episode_metadata[index])
+    with progress.Bar(expected_totals(logs), 'convert') as bar:
+      for log_dir in logs:
+        with errors.located(log_dir), envlogger.Reader(log_dir) as reader:
+          if writer is None:
+            writer = RLDSWriter(directory, observation_spec=reader.observation_spec(),
+                                action_spec=reader.action_spec(), reward_spec=reader.reward_spec(),
+                                keep_reset_only_episodes=True, **writer_args)
+          episode_metadata = list(reader.episode_metadata())
+          for index, episode in enumerate(reader.episodes):
+            steps = _read_steps(episode, log_dir, index)
+            reset_only += len(steps) == 1
+            for step_index, step in enumerate(steps):
+              writer.record_step(step, is_new_episode=step_index == 0)
+            if index < len(episode_metadata) and episode_metadata[index] is not None:
+              writer.set_episode_metadata(episode_metadata[index])
+            bar.add(1, len(steps))
   finally:
     if writer is not None:
       writer.close()
   return (writer.num_episodes_written if writer else 0), reset_only
+
+
+def expected_totals(logs: Iterable[str]) -> progress.Totals:
+  """The episodes and steps of `logs` from their Riegeli indexes (for the progress bar); unknown
+  where a log's index cannot be read (its conversion names the problem)."""
+  import envlogger  # pylint: disable=g-import-not-at-top
+  totals = progress.Totals(0, 0)
+  try:
+    for log_dir in logs:
+      with envlogger.Reader(log_dir) as reader:
+        totals += progress.Totals(len(reader.episodes), len(reader.steps))
+  except (OSError, RuntimeError, ValueError, TypeError):
+    return progress.UNKNOWN
+  return totals
 
 
 def _read_steps(episode: Any, log_dir: str, index: int) -> list[Any]:
