@@ -107,3 +107,28 @@ def test_convert_counts_out_of_the_riegeli_indexes(tmp_path, monkeypatch):
   [bar] = opened
   assert bar.totals == progress.Totals(bar.episodes, bar.steps) and bar.by_steps
   assert bar.episodes == done.num_episodes_written == 3 and bar.steps > 3
+
+
+def test_verify_counts_the_files_it_hashes_out_of_those_recorded(tmp_path, monkeypatch):
+  import pathlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_suite.tfds import provenance  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  opened = []
+
+  class Recorded(progress.Bar):
+
+    def __init__(self, *args, **kwargs):
+      super().__init__(*args, **kwargs)
+      opened.append(self)
+
+  manual = pathlib.Path(__file__).resolve().parents[1] / 'builders' / 'd4rl' / 'dummy_data'
+  builder = datasets.build('d4rl/walker2d-random-v2', manual_dir=str(manual),
+                           data_dir=str(tmp_path))
+  monkeypatch.setattr(progress, 'Bar', Recorded)
+  assert opened == [] and provenance.verify(str(builder.data_dir)).ok
+  recorded = provenance.read(str(builder.data_dir))
+  [own, sources] = opened
+  assert (own.description, own.unit, own.total, own.files) == (
+      'verify', 'files', len(recorded['dataset_files']), len(recorded['dataset_files']))
+  assert (sources.description, sources.total, sources.files) == (
+      'verify sources', len(recorded['sources']), len(recorded['sources']))

@@ -19,6 +19,7 @@ import sys
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from rlds_suite.core import errors
+from rlds_suite.core import progress
 
 FILE_NAME = 'rlds_suite_provenance.json'
 # Where `rlds-suite build` keeps the report of a dataset that failed validation (not data: it is
@@ -35,6 +36,7 @@ def digest(path: errors.PathLike) -> dict[str, Any]:
     while chunk := f.read(_CHUNK):
       sha.update(chunk)
       size += len(chunk)
+  progress.file_done()  # On verify's bar.
   return {'size': size, 'sha256': sha.hexdigest()}
 
 
@@ -163,7 +165,8 @@ def verify(dataset_dir: errors.PathLike, manual_dir: Optional[errors.PathLike] =
   """Hashes the dataset's files and, where present, its sources again and compares them."""
   recorded = read(dataset_dir)
   report = VerifyReport(dataset_dir=os.fspath(dataset_dir))
-  current = dataset_digests(dataset_dir)
+  with progress.Bar(progress.Totals(files=len(recorded['dataset_files'])), 'verify'):
+    current = dataset_digests(dataset_dir)
   report.checked_dataset_files = len(current)
   report.problems += _compare(recorded['dataset_files'], current, 'dataset file')
   sources = recorded.get('sources') or {}
@@ -173,8 +176,9 @@ def verify(dataset_dir: errors.PathLike, manual_dir: Optional[errors.PathLike] =
   elif root is None or not os.path.isdir(root):
     report.sources_skipped = f'source directory {root} not present (pass --manual_dir)'
   else:
-    now = {name: digest(os.path.join(root, name)) for name in sources
-           if os.path.isfile(os.path.join(root, name))}
+    with progress.Bar(progress.Totals(files=len(sources)), 'verify sources'):
+      now = {name: digest(os.path.join(root, name)) for name in sources
+             if os.path.isfile(os.path.join(root, name))}
     report.checked_sources = len(now)
     report.problems += _compare(sources, now, 'source')
   return report
