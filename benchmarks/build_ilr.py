@@ -43,8 +43,9 @@ Measured (defaults, 2 shared vCPUs with other engineers' jobs running, 3 paired 
   ours/baseline 0.76x (0.29-0.93x) wall; peak RSS ours 1,115 MiB, baseline 1,665 MiB.)
   (Issue 17, after ISA-L inflates zip members, same defaults but --formats atari, load 22-24: ours
   668 steps/s wall (491-888), baseline 972 (947-1,726); ours/baseline 0.51x (0.51-0.71x) wall,
-  0.74x (0.70-0.86x) CPU of the builder's process (its ZLIB workers not counted); peak RSS ours
-  220 MiB, baseline 1,665 MiB. py-spy of ours, 20k steps, build only: the restricted streaming
+  0.74x (0.70-0.86x) CPU of the builder's process (its ZLIB workers not counted); a second run at
+  load 22-26: 0.71x (0.68-0.82x) wall, 0.82x (0.81-1.10x) CPU. Peak RSS ours 220 MiB at 20k steps,
+  208 MiB at 100k; baseline 1,665 MiB at 20k. py-spy of ours, 20k steps, build only: the restricted streaming
   unpickler's two Python passes 62%, ISA-L inflate 13% (zipfile's inflate and CRC were 39%),
   episode assembly and copies 8%.)
 What bounded ours with TFDS's writer: per step, TFDS's ZLIB encoding of the frames (30 KB for dm_control, 28 KB for
