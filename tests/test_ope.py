@@ -188,7 +188,7 @@ def test_dataset_transitions_follow_rlds_flags(halfcheetah):
   assert {e.terminated for e in data.episodes} == {True, False}
 
 
-@pytest.mark.parametrize('estimator', ['fqe', 'wis', 'dr'])
+@pytest.mark.parametrize('estimator', ['fqe', 'wis', 'dr', 'mb'])
 def test_evaluate_command_end_to_end(halfcheetah, dope, tmp_path, capsys, estimator):
   truth = tmp_path / 'truth.json'
   truth.write_text(json.dumps([
@@ -203,8 +203,8 @@ def test_evaluate_command_end_to_end(halfcheetah, dope, tmp_path, capsys, estima
                    '--ground_truth', str(truth), '--steps', '20', '--hidden', '8',
                    '--batch_size', '4', '--bootstraps', '20', '--plot', str(plot)] +
                   # The stream's start costs seconds: the fqe case reads it (through its cache),
-                  # dr reads memory.
-                  (['--in_memory'] if estimator == 'dr' else
+                  # dr and mb read memory.
+                  (['--in_memory'] if estimator in ('dr', 'mb') else
                    ['--cache_dir', str(tmp_path / 'cache')]))
   out = capsys.readouterr().out
   assert code == 0, out

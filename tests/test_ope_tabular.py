@@ -3,6 +3,8 @@ state) and by a time limit (truncation). FQE (a table: linear Q on one-hot state
 and weighted DR recover the exact value; FQE fed transitions that treat truncation as termination
 does not."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -148,3 +150,17 @@ def test_fqe_interval_from_episode_refits_is_wider_and_covers_the_value():
   assert refit.low < exact_value(TARGET) < refit.high
   assert 'FQE refit on each of 8 resamples' in evaluation.interval_note('fqe', 8)
   assert 'Q held fixed' in evaluation.interval_note('fqe')
+
+
+def test_model_based_converges_to_exact_value_and_truncation_is_not_an_end(dataset):
+  """The dataset's transitions as the model (ope.model_based): its rollouts of the target policy
+  recover the exact value; the same model with every time-limit end made absorbing does not."""
+  from rlds_suite.ope import model_based  # pylint: disable=g-import-not-at-top
+  truth = exact_value(TARGET)
+  config = model_based.ModelConfig(discount=DISCOUNT, rollouts_per_start=4, seed=0)
+  assert config.steps() == 31  # 0.8**31 < 1e-3
+  assert model_based.evaluate(target_policy(), dataset, config) == pytest.approx(truth, rel=0.02)
+  ended = [dataclasses.replace(e, bootstrap=np.concatenate([e.bootstrap[:-1], [0.0]]))
+           for e in dataset.episodes]
+  wrong = data_lib.OPEData(ended, dataset.name, dataset.discrete_actions)
+  assert abs(model_based.evaluate(target_policy(), wrong, config) - truth) / truth > 0.05

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import os
 
-ESTIMATORS = ('fqe', 'wis', 'dr')
+ESTIMATORS = ('fqe', 'wis', 'dr', 'mb')
 
 
 def register(subparsers) -> None:
   parser = subparsers.add_parser(
       'evaluate', help='Off-policy evaluation: estimate policies\' values from a dataset (FQE, '
-      'weighted IS, doubly robust) and rank them.')
+      'weighted IS, doubly robust, model-based) and rank them.')
   parser.add_argument('source', help='dataset directory or registered TFDS name')
   parser.add_argument('--policies', nargs='+', required=True,
                       help='DOPE D4RL policy pickles (.pkl) or SavedModel directories')
   parser.add_argument('--policy_dir', default=None,
                       help='directory the policy paths are relative to (a local copy of '
                       'gs://gresearch/deep-ope/d4rl)')
-  parser.add_argument('--estimator', choices=ESTIMATORS, default='fqe', help='default fqe')
+  parser.add_argument('--estimator', choices=ESTIMATORS, default='fqe',
+                      help="default fqe; mb: rollouts in a model made of the dataset's own "
+                      'transitions (nearest observation)')
   parser.add_argument('--ground_truth', default=None, metavar='JSON',
                       help='true values: {policy: value} or a DOPE registry (d4rl_policies.json)')
   parser.add_argument('--behaviour', default=None,

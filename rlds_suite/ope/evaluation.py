@@ -16,9 +16,10 @@ from rlds_suite.ope import data as data_lib
 from rlds_suite.ope import fqe as fqe_lib
 from rlds_suite.ope import importance
 from rlds_suite.ope import metrics
+from rlds_suite.ope import model_based
 from rlds_suite.ope import policies as policies_lib
 
-ESTIMATORS = ('fqe', 'wis', 'dr')
+ESTIMATORS = ('fqe', 'wis', 'dr', 'mb')
 
 
 @dataclasses.dataclass
@@ -61,6 +62,9 @@ def interval_note(estimator: str, fqe_refits: int = 0) -> str:
   """What `estimate`'s 95% intervals resample, in words, for the printed table."""
   if estimator == 'wis':
     return 'episodes resampled'
+  if estimator == 'mb':
+    return ('initial states resampled with their rollouts, the model (the dataset\'s transitions) '
+            'held fixed')
   if estimator == 'dr':
     return 'episodes resampled, the FQE model held fixed (its fitting error is not in them)'
   if fqe_refits:
@@ -82,6 +86,11 @@ def estimate(policy: policies_lib.Policy, data: data_lib.OPEData, estimator: str
     est = importance.Estimates(data, importance.log_ratios(policy, data, behaviour),
                                config.discount)
     return Row(name, est.wis(), *_interval(est.wis, n, resamples, config.seed))
+  if estimator == 'mb':
+    values = model_based.start_values(
+        policy, data, model_based.ModelConfig(discount=config.discount, seed=config.seed))
+    return Row(name, float(np.mean(values)),
+               *_interval(lambda rows: float(np.mean(values[rows])), n, resamples, config.seed))
   if estimator not in ('fqe', 'dr'):
     raise errors.UsageError(f'unknown estimator {estimator!r}; one of {ESTIMATORS}',
                             field='estimator')
@@ -137,7 +146,7 @@ def evaluate(dataset: Any, policies: Sequence[Any], *, estimator: str = 'fqe',
                                   data.discrete_actions, data.name)
   rows = []
   batches = None  # one shuffled stream serves every policy's FQE in turn
-  if use_stream and estimator != 'wis':
+  if use_stream and estimator in ('fqe', 'dr'):
     batches = fqe_lib.stream_batches(dataset, config.batch_size, seed=config.seed,
                                      cache_dir=cache_dir, store_dir=store_dir)
   for i, (name, policy) in enumerate(zip(names, loaded)):
