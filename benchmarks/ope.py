@@ -4,17 +4,18 @@ FQE's input pipeline (rlds_suite.streams vs numpy arrays in memory), and FQE's p
     python benchmarks/ope.py --quick     # a few minutes
     python benchmarks/ope.py             # more episodes, updates and seeds
 
-Task: gymnasium:CartPole-v1, discount 0.99. Policy family: a balancing controller (push toward
-the pole's lean, theta + 0.3 * theta_dot) mixed with uniform actions, epsilon in
-{0, 0.2, 0.4, 0.6, 0.8, 1}: six stochastic policies of clearly different quality, each with exact
-probabilities (so log_prob and FQE's expectation over next actions are exact). The dataset is
-recorded with rlds_suite.record from the epsilon = 0.5 behaviour policy, episodes cut at
---time_limit actions (truncations, which must bootstrap); Monte Carlo truth runs to the
-environment's own 500-step limit (0.99**500 < 0.007). DR reads the behaviour policy's
-log-probabilities from the given behaviour policy. FQE: an MLP (64, 64), Adam 1e-3, batches of
-256, the target network refreshed every 10 updates (with 100, 3000 updates cover only ~30 steps of
-the 100-step effective horizon and every estimate comes out near 26). Seed 0's estimates are
-plotted against the truth (work_dir/ope_{fqe,dr}_vs_truth.png).
+Task: gymnasium:CartPole-v1, discount 0.99. Policy family: a balancing controller (push toward the
+pole's lean, theta + 0.3 * theta_dot) mixed with uniform actions, epsilon in {0, 0.2, 0.4, 0.6, 0.8,
+1}: six stochastic policies of clearly different quality, each with exact probabilities (so log_prob
+and FQE's expectation over next actions are exact). The dataset is recorded with rlds_suite.record
+from the epsilon = 0.5 behaviour policy, episodes cut at --time_limit actions (truncations, which
+must bootstrap); Monte Carlo truth runs to the environment's own 500-step limit (0.99**500 < 0.007).
+DR reads the behaviour policy's log-probabilities from the given behaviour policy; MB
+(ope.model_based) rolls the policy out in the dataset's own transitions (nearest observation, 8
+rollouts per initial state). FQE: an MLP (64, 64), Adam 1e-3, batches of 256, the target network
+refreshed every 10 updates (with 100, 3000 updates cover only ~30 steps of the 100-step effective
+horizon and every estimate comes out near 26). Seed 0's estimates are plotted against the truth
+(work_dir/ope_{fqe,dr,mb}_vs_truth.png).
 
 Speed: FQE updates/s with batches from `fqe.stream_batches` (shuffled RLDS transitions via
 rlds_suite.streams, numpy exit; the first pass is kept in a transition store that serves the later
@@ -146,6 +147,7 @@ def main() -> None:
   from rlds_suite.ope import fqe  # pylint: disable=g-import-not-at-top
   from rlds_suite.ope import importance  # pylint: disable=g-import-not-at-top
   from rlds_suite.ope import metrics  # pylint: disable=g-import-not-at-top
+  from rlds_suite.ope import model_based  # pylint: disable=g-import-not-at-top
   from rlds_suite.ope import monte_carlo  # pylint: disable=g-import-not-at-top
 
   discount = 0.99
@@ -170,10 +172,10 @@ def main() -> None:
 
   config = fqe.FQEConfig(discount=discount, hidden=(64, 64), learning_rate=1e-3,
                          batch_size=args.batch, num_steps=updates, target_update_period=10)
-  results = {'fqe': [], 'dr': []}
+  results = {'fqe': [], 'dr': [], 'mb': []}
   transitions = data.transitions()
   for seed in range(0 if args.speed_only else seeds):
-    estimates = {'fqe': [], 'dr': []}
+    estimates = {'fqe': [], 'dr': [], 'mb': []}
     for policy in family:
       seeded = fqe.FQEConfig(**{**config.__dict__, 'seed': seed})
       value, model = fqe.evaluate(policy, data, seeded,
@@ -182,6 +184,8 @@ def main() -> None:
       ratios = importance.log_ratios(policy, data, behaviour)
       estimates['fqe'].append(value)
       estimates['dr'].append(importance.Estimates(data, ratios, discount, q_hat, v_hat).wdr())
+      estimates['mb'].append(model_based.evaluate(
+          policy, data, model_based.ModelConfig(discount=discount, seed=seed)))
     for name, values in estimates.items():
       results[name].append(metrics.summary(values, truth))
       print(f'seed {seed} {name}: ' + ', '.join(f'{v:.2f}' for v in values))
