@@ -2,11 +2,19 @@
 
   python benchmarks/build_dqn_replay.py [--transitions 1000000] [--rounds 3] [--naive_4x]
   python benchmarks/build_dqn_replay.py --path beam [--sizes 100000 1000000 5x1000000]
-      [--beam_runner direct|dask] [--workers 2] [--build_paths beam beam_build no_beam]
+      [--beam_runner direct|dask] [--workers 2]
+      [--build_paths no_beam no_beam_build beam beam_build]
 
---path beam builds checkpoint sets of benchmarks/dqn_replay_data.py (reused when READY) with Beam,
-as `rlds-suite build` (build, then validate) and as the build alone, each in a fresh process whose
-whole process tree's resident memory is sampled (sum over processes; killed above --limit_gb).
+--path beam builds checkpoint sets of benchmarks/dqn_replay_data.py (reused when READY) as
+`rlds-suite build` does (build, then its validation pass) and as the build alone, with Beam
+(`beam`, `beam_build`) and without (`no_beam`, `no_beam_build`: `beam=False`, the writer of every
+non-Beam builder), each in a fresh process whose whole process tree's resident memory is sampled
+(sum over processes, every 0.1 s; killed above --limit_gb). It also says which processes of the
+tree loaded TensorFlow, and measures `import tensorflow` alone in the same run (what a process
+that loads it pays). 5x1000000 is not written by dqn_replay_data.py here (~20 min per 1M rows on a
+loaded machine): it is made of the complete 1000000 set, its four checkpoint files hard-linked as
+checkpoints 0..4 with add counts 1M..5M, so episodes run on across checkpoint files (the unfinished
+episode at the end of one continues into the next's first rows); the output says so.
 
 Writes a batch_rl-style checkpoint of `--transitions` rows ((N, 84, 84) uint8 frames, int32
 actions, float32 clipped rewards, uint8 terminals, each a gzip of the .npy bytes np.save writes, at
@@ -145,13 +153,14 @@ def spread(values: list[float]) -> str:
 
 def tree_peak(command: list[str], limit_bytes: int, interval: float = 0.1) -> dict:
   """Runs `command`, sampling the summed RSS of its process tree; kills the tree above
-  `limit_bytes`. Returns seconds, the sampled peak and the sum of each process's own peak
+  `limit_bytes`. Returns seconds, the sampled peak, the peak of the summed PSS (pages shared
+  between the processes counted once, sampled every second), the sum of each process's own peak
   (VmHWM, last seen: an upper bound), and the exit code (-9: killed at the limit)."""
   import psutil  # pylint: disable=g-import-not-at-top
   start = time.perf_counter()
   process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   root = psutil.Process(process.pid)
-  peak, hwm, killed = 0, {}, False
+  peak, hwm, killed, with_tf, samples, pss_peak = 0, {}, False, set(), 0, 0
   while process.poll() is None:
     try:
       tree = [root] + root.children(recursive=True)
@@ -166,6 +175,16 @@ def tree_peak(command: list[str], limit_bytes: int, interval: float = 0.1) -> di
       except (psutil.NoSuchProcess, FileNotFoundError, StopIteration, ProcessLookupError):
         pass
     peak = max(peak, total)
+    if samples % 10 == 0:  # Every ~1 s: the tree's proportional set size (shared pages split).
+      pss = 0
+      for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+          pss += p.memory_full_info().pss
+      pss_peak = max(pss_peak, pss)
+    if samples % 20 == 0:  # Every ~2 s: which processes have TensorFlow's library mapped.
+      with_tf |= {('driver' if p.pid == process.pid else 'worker') for p in tree
+                  if _has_tensorflow(p.pid)}
+    samples += 1
     if total > limit_bytes:
       killed = True
       for p in reversed(tree):
@@ -175,28 +194,78 @@ def tree_peak(command: list[str], limit_bytes: int, interval: float = 0.1) -> di
   output = process.communicate()[0]
   return {'seconds': time.perf_counter() - start, 'peak_bytes': peak,
           'hwm_sum_bytes': sum(hwm.values()), 'processes': len(hwm),
-          'returncode': -9 if killed else process.returncode, 'output': output}
+          'returncode': -9 if killed else process.returncode, 'output': output,
+          'tensorflow': ' and '.join(sorted(with_tf)), 'pss_peak_bytes': pss_peak}
+
+
+def _has_tensorflow(pid: int) -> bool:
+  try:
+    with open(f'/proc/{pid}/maps') as f:
+      return any('_pywrap_tensorflow_internal' in line for line in f)
+  except OSError:
+    return False
 
 
 def build_command(manual_dir: str, data_dir: str, runner: str, workers: int,
                   path: str) -> list[str]:
-  """beam: `rlds-suite build` (build, then validate); beam_build / no_beam: the build alone
-  (datasets.build) with Beam or without."""
+  """beam: `rlds-suite build` (build, then validate); no_beam: the same with `beam=False` (what
+  `rlds-suite build` runs: datasets.build, then its validation pass and report); beam_build /
+  no_beam_build: the build alone (datasets.build) with Beam or without."""
   if path == 'beam':
     return [sys.executable, '-m', 'rlds_suite', 'build', 'dqn_replay/Pong-run1',
             '--manual_dir', manual_dir, '--data_dir', data_dir, '--beam_runner', runner,
             '--workers', str(workers)]
   code = ('import sys; from rlds_suite.tfds import beam, datasets\n'
+          'from rlds_suite.cli import validate\n'
           'with beam.options_for(sys.argv[3], int(sys.argv[4])) as options:\n'
-          '  datasets.build("dqn_replay/Pong-run1", manual_dir=sys.argv[1], data_dir=sys.argv[2], '
-          'beam_options=options, beam=sys.argv[5] == "beam_build")')
+          '  builder = datasets.build("dqn_replay/Pong-run1", manual_dir=sys.argv[1], '
+          'data_dir=sys.argv[2], beam_options=options, beam=sys.argv[5] == "beam_build")\n'
+          'if sys.argv[5] == "no_beam":\n'
+          '  sys.exit(validate.print_report(datasets.validate(builder, progress_bar=True)))')
   return [sys.executable, '-c', code, manual_dir, data_dir, runner, str(workers), path]
 
 
+def linked_run(out: pathlib.Path, rows: int, checkpoints: int) -> pathlib.Path:
+  """A set of `checkpoints` checkpoints made of the complete single-checkpoint set of `rows` rows:
+  its four files hard-linked as each checkpoint, add counts rows, 2 rows, ...; returns the
+  manual_dir (written once, then reused)."""
+  single = dqn_replay_data.ready_file(out, rows, 1)
+  if not single.exists():
+    dqn_replay_data.write_run(out, rows, 1)
+  source = pathlib.Path(single.read_text().strip()) / 'Pong' / '1' / 'replay_logs'
+  manual_dir = pathlib.Path(out) / f'{checkpoints}x{rows}-linked'
+  ready = pathlib.Path(out) / f'READY_{checkpoints}x{rows}-linked'
+  if ready.exists():
+    return manual_dir
+  logs = manual_dir / 'Pong' / '1' / 'replay_logs'
+  logs.mkdir(parents=True, exist_ok=True)
+  for k in range(checkpoints):
+    for field in FIELDS:
+      target = logs / f'$store${"_"}{field}_ckpt.{k}.gz'
+      if not target.exists():
+        os.link(source / f'$store${"_"}{field}_ckpt.0.gz', target)
+    with gzip.open(logs / f'add_count_ckpt.{k}.gz', 'wb') as f:
+      np.save(f, np.array((k + 1) * rows, np.int64))
+  ready.write_text(str(manual_dir) + '\n')
+  return manual_dir
+
+
+def import_peak(module: str) -> int:
+  """Peak RSS of a fresh process that imports `module` and nothing else."""
+  code = f'import resource, {module}; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)'
+  out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True)
+  return int(out.stdout.split()[-1]) * 1024
+
+
 def beam_main(args: argparse.Namespace) -> None:
-  """Peak memory and rate of the Beam build (and the non-Beam one, same files) per row count."""
-  print(f'load: {os.getloadavg()[0]:.1f} (1 min), runner {args.beam_runner}, {args.workers} '
-        f'workers, kill above {args.limit_gb} GB')
+  """Peak memory and rate of each build path per checkpoint set, as `rlds-suite build` runs it."""
+  print(f'load: {", ".join(f"{x:.1f}" for x in os.getloadavg())} (1/5/15 min), runner '
+        f'{args.beam_runner}, {args.workers} workers, kill above {args.limit_gb} GB, '
+        f'{args.rounds} round(s)')
+  tf_alone = [import_peak('tensorflow') for _ in range(2)]
+  tfds_alone = [import_peak('tensorflow_datasets, rlds_suite') for _ in range(2)]
+  print(f'import tensorflow alone: peak RSS {spread([p / 2**20 for p in tf_alone])} MiB; '
+        f'import tensorflow_datasets, rlds_suite: {spread([p / 2**20 for p in tfds_alone])} MiB')
   with tempfile.TemporaryDirectory() as tmp:
     peaks = {}
     for size in args.sizes:
@@ -206,6 +275,10 @@ def beam_main(args: argparse.Namespace) -> None:
       ready = dqn_replay_data.ready_file(args.bench_data, rows_each, checkpoints)
       if ready.exists():
         manual_dir = ready.read_text().strip()
+      elif checkpoints > 1 and not args.write_checkpoints:
+        manual_dir = linked_run(args.bench_data, rows_each, checkpoints)
+        print(f'{size}: the {rows_each:,}-row checkpoint hard-linked as {checkpoints} checkpoints '
+              f'(add counts {rows_each:,}..{rows:,}; episodes run on across files): {manual_dir}')
       else:
         start = time.perf_counter()
         manual_dir = dqn_replay_data.write_run(args.bench_data, rows_each, checkpoints)
@@ -224,22 +297,27 @@ def beam_main(args: argparse.Namespace) -> None:
                   + '\n'.join(result['output'].splitlines()[-5:]))
             continue
           peaks.setdefault((rows, path), []).append(result)
+          print(f'  {size} {path}: {result["seconds"]:.0f}s, tree peak '
+                f'{result["peak_bytes"] / 2**20:.0f} MiB RSS, {result["pss_peak_bytes"] / 2**20:.0f} '
+                f'MiB PSS, TensorFlow loaded by '
+                f'{result["tensorflow"] or "no process"}', flush=True)
       for path in paths:
         runs = peaks.get((rows, path), [])
         if runs:
-          print(f'  {rows:,} rows {path:10s}: {spread([rows / r["seconds"] for r in runs])} rows/s; '
-                f'process-tree peak {spread([r["peak_bytes"] / 2**20 for r in runs])} MiB '
-                f'(sum of per-process peaks {spread([r["hwm_sum_bytes"] / 2**20 for r in runs])} '
-                f'MiB, {runs[0]["processes"]} processes)')
-    beam_peaks = {rows: statistics.median(r['peak_bytes'] for r in runs)
-                  for (rows, path), runs in peaks.items() if path == 'beam_build'}
-    if len(beam_peaks) >= 2 and min(beam_peaks.values()) > 0:
-      low, high = min(beam_peaks), max(beam_peaks)
-      print(f'beam build peak {high:,} rows / {low:,} rows: {beam_peaks[high] / beam_peaks[low]:.2f}x '
-            f'for {high / low:.0f}x the rows')
-    if beam_peaks:
-      print(f'beam build peak under 1 GiB at every size: '
-            f'{"yes" if max(beam_peaks.values()) < 2**30 else "no"}')
+          print(f'  {rows:,} rows {path:13s}: {spread([rows / r["seconds"] for r in runs])} rows/s; '
+                f'process-tree peak {spread([r["peak_bytes"] / 2**20 for r in runs])} MiB RSS, '
+                f'{spread([r["pss_peak_bytes"] / 2**20 for r in runs])} MiB PSS (sum of per-process peaks {spread([r["hwm_sum_bytes"] / 2**20 for r in runs])} '
+                f'MiB, {runs[0]["processes"]} processes)', flush=True)
+    for path in args.build_paths:
+      by_rows = {rows: statistics.median(r['peak_bytes'] for r in runs)
+                 for (rows, p), runs in peaks.items() if p == path}
+      if len(by_rows) >= 2 and min(by_rows.values()) > 0:
+        low, high = min(by_rows), max(by_rows)
+        print(f'{path}: tree peak at {high:,} rows / at {low:,} rows: '
+              f'{by_rows[high] / by_rows[low]:.2f}x for {high / low:.0f}x the rows')
+      if by_rows:
+        print(f'{path}: tree peak under 1 GiB (2^30 bytes) at every size: '
+              f'{"yes" if max(by_rows.values()) < 2**30 else "no"}')
 
 
 def main() -> None:
@@ -259,10 +337,14 @@ def main() -> None:
                       help='kill a build whose process tree exceeds this (shared machines)')
   parser.add_argument('--bench_data', type=pathlib.Path, default=dqn_replay_data.DEFAULT_OUT,
                       help='where benchmarks/dqn_replay_data.py keeps (or writes) checkpoint sets')
-  parser.add_argument('--build_paths', nargs='+', default=['beam', 'beam_build'],
-                      choices=('beam', 'beam_build', 'no_beam'),
-                      help='beam: rlds-suite build (build + validate); beam_build: the Beam build '
-                      'alone; no_beam: the build without Beam (same files, same rounds)')
+  parser.add_argument('--build_paths', nargs='+',
+                      default=['no_beam', 'no_beam_build', 'beam', 'beam_build'],
+                      choices=('beam', 'beam_build', 'no_beam', 'no_beam_build'),
+                      help='beam / no_beam: as rlds-suite build runs them (build, then validate) '
+                      'with Beam or with beam=False; beam_build / no_beam_build: the build alone')
+  parser.add_argument('--write_checkpoints', action='store_true',
+                      help='write multi-checkpoint sets with dqn_replay_data.py instead of '
+                      'hard-linking the single-checkpoint set (~20 min per 1M rows)')
   args = parser.parse_args()
   if args.child:
     print(json.dumps(measure(*args.child)))
