@@ -3,12 +3,13 @@
 TFDS's Beam path sends every example through the runner (a GroupByKey into shards), and Beam's
 DirectRunner holds each stage's whole output in memory: a DQN Replay checkpoint of 1M rows took
 more than 10 GB. Here a builder's Beam split is `WorkerWritten`: small work items, and a function
-giving an item's examples. Each worker encodes its item's examples one at a time into shard files
-of its own; only the items and the shards' sizes pass through the runner. The driver then names
+giving an item's examples. Each worker serializes its item's examples with the non-Beam builds'
+encoder (`writing.Serializer`) into TFRecord shards of its own (`tfrecord_files`), importing no
+TensorFlow; only the items and the shards' sizes pass through the runner. The driver then names
 the shards in item order (so every runner and worker count gives the same dataset) and records
 them as the split.
 
-Runners: the DirectRunner in processes (`direct_options`, the default), Beam's Dask runner on a
+Runners: the DirectRunner in threads (`direct_options`, the default), Beam's Dask runner on a
 dask.distributed LocalCluster (`dask_options`, or `--dask_client_address` for a running one), or
 any runner's own flags (`runner_options(['--runner=DataflowRunner', ...])`, see the README for
 Dataflow, Flink and Spark). A build's Beam and worker logs go to a file (`BeamBuild.log_path`);
@@ -54,8 +55,8 @@ def runner_options(flags: Sequence[str] = (), **options: Any) -> Any:
 
 def direct_options(num_workers: int = 2, flags: Sequence[str] = (),
                    processes: bool = False) -> Any:
-  """DirectRunner options: `num_workers` worker threads in this process (the default: TensorFlow,
-  ~0.9 GB of resident memory, is loaded once), or worker processes with `processes`."""
+  """DirectRunner options: `num_workers` worker threads in this process (the default: a worker
+  process holds its own Beam, TFDS and builders, ~0.2 GiB), or worker processes with `processes`."""
   return runner_options(flags, runner='DirectRunner', direct_num_workers=num_workers,
                         direct_running_mode='multi_processing' if processes else 'multi_threading')
 
