@@ -27,15 +27,24 @@ Peak memory is the peak RSS (VmHWM) of a subprocess reading the same number of b
 dataset, above its TensorFlow baseline; 1x and 10x both have more files than the stream keeps open
 (streams.reading.READ_CYCLE_LENGTH), so only the dataset size differs between them.
 
-Measured (--quick, 3 rounds, 2 vCPUs shared with other engineers, load 11-13; README has the
-alternated A/B on a 1,700-episode CartPole-like set): the tf.data exit in a tf.function loop 1.25x
-[1.08-1.50x] `as_numpy` (d4rl_like), a Keras fit on it 1.82x [0.80-3.24x] in-memory arrays, frames
-0.87x [0.71-1.17x] the naive recipe at 0.75x its CPU per frame and 0.78x the raw decode rate,
-cached frames 11.2x uncached; memory 55 MiB (1x) vs 45 MiB (10x). That run's batched raw read
-counted short elements as 1024 records (fixed since). What bounds each: uncached state streams
-parse (one parse_example per up to 32k steps) and permute every field of a block (~200 ns of CPU a
-CartPole step against ~20 for the batched raw read); cached ones draw a block's permutation and
-take every field from the memory maps (~55 ns a step); frames are bound by ZLIB decoding.
+Memory: peak RSS of the uncached stream at 1x and 10x; for the cached one, the anonymous RSS (what
+the process holds itself, without the maps' file pages, which are page cache) of a child reading
+from a cache a first child filled, at 1x and 10x.
+
+Measured (--quick, 3 rounds, default budget, 2 vCPUs shared with other engineers, load 18-20
+most of the run, 4-10 at its end): uncached state streams 0.16x [0.11-0.26x] the batched raw read
+(cartpole_like, 195-324 ns of CPU a step) and 0.23x [0.21-0.77x] (d4rl_like); the tf.data exit
+0.99x [0.66-1.00x] `as_numpy` (d4rl_like), 0.71x [0.60-1.99x] (cartpole_like); cached 0.38x
+[0.27-0.42x] (cartpole_like, 62-73 ns a step) and 0.46x [0.35-1.58x] (d4rl_like); a Keras fit 1.18x
+[0.90-1.61x] in-memory arrays; frames 0.78x [0.53-0.86x] the naive recipe at 0.76x its CPU per frame
+and 0.63x [0.60-0.70x] the raw decode rate, cached 11.7x uncached; memory flat: 42 vs 42 MiB
+uncached, 6 vs 6 MiB anonymous cached (1x vs 10x). What bounds each: uncached state streams read
+and count records (~35 + ~30 ns a CartPole step: the per-file count that names a short shard),
+parse (~40 ns) and permute every field of a block with tf.gather (~50-60 ns); cached ones draw a
+block's permutation and take every field from the memory maps (~60-80 ns a step, a thread ahead of
+the consumer), against ~20-25 ns for the batched raw read, which hands out 1024 episodes an
+element where a numpy loop slices 256-step batches (~5 us each); frames are bound by ZLIB decoding
+and, on a loaded machine, by the CPU share their two decoding threads get.
 """
 
 from __future__ import annotations
