@@ -25,11 +25,11 @@ first pass are printed apart. Memory: peak RSS (VmHWM) of a subprocess training 
 on the dataset and on one --scale times larger, with store blocks (--block_bytes) smaller than
 both, above a subprocess that imports the same modules and stops.
 
-Measured (--quick; 2 vCPUs shared with other work, load 2.5-5 for accuracy, 18-21 for speed; see
-README "Off-policy evaluation"): rank correlation 1.00 [0.94..1.00] and regret@1 0.00 for FQE and
-DR over 3 seeds, absolute error 0.098 (FQE) and 0.044 (DR); updates/s after the first pass (7
-rounds) stream/memory 1.14x [0.91..1.30], stream+cache/memory 0.95x [0.84..1.63] (before the
-store: 0.49x); peak RSS above imports 66 vs 69 MiB at 1x and 4x (flat).
+Measured (--quick; 2 vCPUs shared with other work; see README "Off-policy evaluation"): over 3
+seeds rank correlation 1.00 [0.94..1.00] and regret@1 0.00 for FQE and DR, 1.00 and 0.00 for MB;
+absolute error 0.098 (FQE), 0.044 (DR), 0.012 (MB). Updates/s after the first pass, load 7:
+stream/memory 1.05x [1.01..1.09], stream+cache/memory 1.06x [0.92..1.32] (before the transition
+store: 0.49x); peak RSS above imports 63 vs 66 MiB at 1x and 4x (flat).
 """
 
 from __future__ import annotations
