@@ -38,7 +38,9 @@ most of the run, 4-10 at its end): uncached state streams 0.16x [0.11-0.26x] the
 [0.27-0.42x] (cartpole_like, 62-73 ns a step) and 0.46x [0.35-1.58x] (d4rl_like); a Keras fit 1.18x
 [0.90-1.61x] in-memory arrays; frames 0.78x [0.53-0.86x] the naive recipe at 0.76x its CPU per frame
 and 0.63x [0.60-0.70x] the raw decode rate, cached 11.7x uncached; memory flat: 42 vs 42 MiB
-uncached, 6 vs 6 MiB anonymous cached (1x vs 10x). What bounds each: uncached state streams read
+uncached, 6 vs 6 MiB anonymous cached (1x vs 10x). A second run (2 rounds, load 1-5): uncached
+0.20x [0.19-0.21x] (cartpole_like) and 0.28x [0.25-0.31x] (d4rl_like), cached 0.47x [0.44-0.50x]
+and 1.00x [0.74-1.27x], frames 1.54x [0.73-2.36x] naive at 0.81x its CPU. What bounds each: uncached state streams read
 and count records (~35 + ~30 ns a CartPole step: the per-file count that names a short shard),
 parse (~40 ns) and permute every field of a block with tf.gather (~50-60 ns); cached ones draw a
 block's permutation and take every field from the memory maps (~60-80 ns a step, a thread ahead of
