@@ -3,12 +3,11 @@
 import numpy as np
 
 from rlds_suite.core import progress
-from rlds_suite.tfds import builder_base
 
 
 def test_progress_passes_examples_through_and_counts_steps():
   examples = [('a', {'steps': {'observation': np.zeros((5, 2))}}), ('b', {'steps': [{}, {}, {}]})]
-  assert list(builder_base._progress(iter(examples), 'test')) == examples  # pylint: disable=protected-access
+  assert list(progress.episodes(iter(examples), progress.expected(iter(examples)), 'test')) == examples
   assert [progress.num_steps(e) for _, e in examples] == [5, 3]
 
 

@@ -55,7 +55,9 @@ def builder_classes() -> list[type]:
   while todo:
     cls = todo.pop()
     todo.extend(cls.__subclasses__())
-    if getattr(cls, 'name', None) and not getattr(cls, '_abstract', False):
+    # Builders of rlds_suite.builders only: not subclasses a test or a user defined elsewhere.
+    if (getattr(cls, 'name', None) and not getattr(cls, '_abstract', False) and
+        cls.__module__.startswith('rlds_suite.builders.')):
       found[cls.name] = cls
   return [found[name] for name in sorted(found)]
 
