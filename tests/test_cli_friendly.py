@@ -277,8 +277,9 @@ def test_corrupt_shard_is_named(command, imitation_dataset, tmp_path, capsys):
                                       if command == 'show' else [])
   assert cli.main(argv) == 2
   err = capsys.readouterr().err.strip().splitlines()[-1]
-  assert err.startswith(f'error: CorruptFileError: {shard}: corrupt TFRecord shard of '
-                        'imitation_rollouts/cartpole/1.0.0: truncated record at '), err
+  # validate reads shards without TensorFlow (tfds/shard_reader): its own wording, same file.
+  assert err.startswith(f'error: CorruptFileError: {shard}: '), err
+  assert 'truncated' in err, err
 
 
 def test_show_refuses_an_animation_of_vectors_before_reading(imitation_dataset, tmp_path, capsys):
