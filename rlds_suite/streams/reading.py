@@ -30,9 +30,12 @@ from rlds_suite.streams.reference_units import PADDING_MASK
 # vectors and costs no measurable throughput on local disk.
 READ_CYCLE_LENGTH = 16
 READ_BUFFER_BYTES = 1 << 20
-# A file's records are counted in batches of this many (a per-record function would triple the
-# CPU per step of short-episode state streams), so that one that reads back short is named.
+# A file's records are counted in batches of up to this many (a per-record function would triple
+# the CPU per step of short-episode state streams), so that one that reads back short is named;
+# fewer where that many would hold more than CHECK_BYTES (a batch of 64 image episodes, held per
+# interleaved file, took a frame stream past its memory budget).
 CHECK_RECORDS = 64
+CHECK_BYTES = 1 << 20
 # In the message of the error a file that reads back short raises inside tf.data.
 SHORT_SHARD = 'TFRecord shard does not read back whole (corrupt or truncated):'
 
@@ -58,9 +61,11 @@ def serialized_episodes(files: Sequence[tfds.core.FileInstruction], *, shuffle_f
   if shuffle_files and len(files) > 1:
     instructions = instructions.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
 
+  per_check = _records_per_check(files)
+
   def records(filename, skip, take):
     read = tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER_BYTES).skip(skip).take(take)
-    return _counted(read, filename, take)
+    return _counted(read, filename, take, per_check)
 
   return instructions.interleave(records, cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
                                  block_length=1)
@@ -70,11 +75,20 @@ def _records_taken(file: tfds.core.FileInstruction) -> int:
   return file.take if file.take >= 0 else file.examples_in_shard - file.skip
 
 
-def _counted(records: tf.data.Dataset, filename: tf.Tensor, expected: tf.Tensor) -> tf.data.Dataset:
+def _records_per_check(files: Sequence[tfds.core.FileInstruction]) -> int:
+  """Records counted together: CHECK_RECORDS, or as many mean-sized records as fit CHECK_BYTES."""
+  records = sum(f.examples_in_shard for f in files)
+  total_bytes = sum(tf.io.gfile.stat(f.filename).length for f in files)
+  mean_bytes = total_bytes / max(records, 1)
+  return int(max(1, min(CHECK_RECORDS, CHECK_BYTES // max(mean_bytes, 1))))
+
+
+def _counted(records: tf.data.Dataset, filename: tf.Tensor, expected: tf.Tensor,
+             per_check: int = CHECK_RECORDS) -> tf.data.Dataset:
   """`records` of one file, or, where the file reads back short (TF's DataLossError names no
   file), an InvalidArgumentError whose message is SHORT_SHARD and the file's name. Records are
-  counted CHECK_RECORDS at a time; an empty batch after the last marks the file's end."""
-  batches = records.ignore_errors().batch(CHECK_RECORDS).concatenate(
+  counted `per_check` at a time; an empty batch after the last marks the file's end."""
+  batches = records.ignore_errors().batch(per_check).concatenate(
       tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))
 
   def count(seen, batch):
