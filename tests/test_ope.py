@@ -218,6 +218,26 @@ def test_evaluate_command_end_to_end(halfcheetah, dope, tmp_path, capsys, estima
   assert plot.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
+def test_fqe_from_the_stream_reads_a_summary_not_every_episode(halfcheetah, dope, monkeypatch,
+                                                              tmp_path):
+  full = data_lib.load(halfcheetah)
+  summary = data_lib.summarize(halfcheetah, 0.99)
+  np.testing.assert_array_equal(summary.initial_observations(), full.initial_observations())
+  np.testing.assert_allclose(summary.returns(0.99), full.returns(0.99))
+  specs = lambda d: (d.num_episodes, d.observation_size, d.action_shape, d.discrete_actions,
+                     d.has_behaviour_log_probs)
+  assert specs(summary) == specs(full)
+  with pytest.raises(ValueError, match='discount'):
+    summary.returns(0.9)
+  monkeypatch.setattr(data_lib, 'load',
+                      lambda *a, **k: pytest.fail('FQE from the stream loaded every episode'))
+  report = evaluation.evaluate(halfcheetah, [dope['policy_0.pkl']], estimator='fqe',
+                               config=fqe.FQEConfig(hidden=(8,), batch_size=4, num_steps=5),
+                               cache_dir=str(tmp_path / 'cache'), resamples=10)
+  assert report.baseline.estimate == pytest.approx(float(np.mean(full.returns(0.99))))
+  assert math.isfinite(report.rows[0].estimate)
+
+
 def test_fqe_stream_and_memory_batches_agree_on_content(halfcheetah):
   data = data_lib.load(halfcheetah)
   memory = data.transitions()

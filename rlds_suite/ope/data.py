@@ -55,6 +55,14 @@ class OPEData:
   def has_behaviour_log_probs(self) -> bool:
     return all(e.behaviour_log_probs is not None for e in self.episodes)
 
+  @property
+  def num_episodes(self) -> int:
+    return len(self.episodes)
+
+  def action_count(self) -> int:
+    """Discrete actions: the largest action taken + 1 (0 for continuous actions)."""
+    return int(max(e.actions.max() for e in self.episodes)) + 1 if self.discrete_actions else 0
+
   def initial_observations(self) -> np.ndarray:
     return np.stack([e.observations[0] for e in self.episodes])
 
@@ -73,6 +81,41 @@ class OPEData:
   def returns(self, discount: float) -> np.ndarray:
     """Each episode's discounted return (the behaviour policy's value, the baseline)."""
     return np.array([np.sum(e.rewards * discount**np.arange(e.length)) for e in self.episodes])
+
+
+@dataclasses.dataclass
+class OPESummary:
+  """What FQE fed by a stream needs of a dataset besides its transitions: each episode's first
+  observation and discounted return, and the action specs; read one episode at a time, so memory
+  grows with the number of episodes, not steps."""
+  initial: np.ndarray  # [episodes, ...] each episode's first observation.
+  discounted_returns: np.ndarray  # [episodes] at `discount`.
+  discount: float
+  action_shape: tuple
+  actions_taken: int  # Discrete actions: the largest action taken + 1; else 0.
+  has_behaviour_log_probs: bool
+  name: str = 'dataset'
+  discrete_actions: bool = False
+
+  @property
+  def num_episodes(self) -> int:
+    return len(self.discounted_returns)
+
+  @property
+  def observation_size(self) -> int:
+    return int(np.prod(self.initial.shape[1:]))
+
+  def action_count(self) -> int:
+    return self.actions_taken
+
+  def initial_observations(self) -> np.ndarray:
+    return self.initial
+
+  def returns(self, discount: float) -> np.ndarray:
+    if discount != self.discount:
+      raise ValueError(f'summary of {self.name} holds returns at discount {self.discount}, '
+                       f'not {discount}')
+    return self.discounted_returns
 
 
 def bootstrap_mask(discounts: np.ndarray, next_is_terminal: np.ndarray) -> np.ndarray:
@@ -139,6 +182,31 @@ def load(source: Any, *, split: Optional[str] = None, data_dir: Optional[str] = 
   name = str(source) if not hasattr(source, 'info') else builder.info.full_name
   found = datasets.read_episodes(builder, split, take=take)
   return from_steps((e[fields.STEPS] for e in found), name=name, log_prob_field=log_prob_field)
+
+
+def summarize(source: Any, discount: float, *, split: Optional[str] = None,
+              data_dir: Optional[str] = None, log_prob_field: Optional[str] = None) -> OPESummary:
+  """OPESummary of a dataset (directory or registered name), reading one episode at a time."""
+  from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  builder = datasets.load_builder(source, data_dir)
+  name = str(source) if not hasattr(source, 'info') else builder.info.full_name
+  initial, returns, actions_taken, log_probs, first = [], [], 0, True, None
+  for found in datasets.read_episodes(builder, split):
+    episode = episode_from_steps(found[fields.STEPS], log_prob_field, name)
+    if not episode.length:
+      continue
+    first = first or episode
+    initial.append(episode.observations[0])
+    returns.append(np.sum(episode.rewards * discount**np.arange(episode.length)))
+    if np.issubdtype(episode.actions.dtype, np.integer):
+      actions_taken = max(actions_taken, int(episode.actions.max()) + 1)
+    log_probs = log_probs and episode.behaviour_log_probs is not None
+  if first is None:
+    raise errors.EmptyInputError('no episode has a transition', path=name)
+  discrete = bool(np.issubdtype(first.actions.dtype, np.integer))
+  return OPESummary(np.stack(initial), np.asarray(returns, np.float64), discount,
+                    tuple(first.actions.shape[1:]), actions_taken if discrete else 0, log_probs,
+                    name=name, discrete_actions=discrete)
 
 
 def require_log_probs(data: OPEData, fields_tried: Sequence[str] = LOG_PROB_FIELDS) -> None:

@@ -81,7 +81,7 @@ def estimate(policy: policies_lib.Policy, data: data_lib.OPEData, estimator: str
   refits FQE on `fqe_refits` resamples of the episodes when > 0, else resamples the episodes'
   initial states with Q held fixed; WIS's and DR's resample whole episodes (DR's model fixed)."""
   name = getattr(policy, 'name', 'policy')
-  n = len(data.episodes)
+  n = data.num_episodes
   if estimator == 'wis':
     est = importance.Estimates(data, importance.log_ratios(policy, data, behaviour),
                                config.discount)
@@ -125,7 +125,7 @@ def evaluate(dataset: Any, policies: Sequence[Any], *, estimator: str = 'fqe',
              log_prob_field: Optional[str] = None, names: Optional[Sequence[str]] = None,
              checkpoint_dir: Optional[str] = None, cache_dir: Optional[str] = None,
              store_dir: Optional[str] = None, fqe_refits: int = 0,
-             data: Optional[data_lib.OPEData] = None) -> Report:
+             data: Optional[data_lib.OPEData | data_lib.OPESummary] = None) -> Report:
   """Estimates each of `policies` (paths or Policy objects) on `dataset` (a directory or
   registered name). FQE reads shuffled transitions from rlds_suite.streams when `use_stream`
   (else from memory): its first pass through the stream's decoded-step cache in `cache_dir` when
@@ -134,7 +134,12 @@ def evaluate(dataset: Any, policies: Sequence[Any], *, estimator: str = 'fqe',
   if estimator not in ESTIMATORS:
     raise errors.UsageError(f'unknown estimator {estimator!r}; one of {ESTIMATORS}',
                             field='estimator')
-  data = data or data_lib.load(dataset, log_prob_field=log_prob_field)
+  if data is None:
+    # FQE fed by the stream needs only each episode's first observation and return from memory;
+    # the other estimators (and FQE's refits) read whole episodes.
+    lean = use_stream and estimator == 'fqe' and not fqe_refits
+    data = (data_lib.summarize(dataset, config.discount, log_prob_field=log_prob_field) if lean
+            else data_lib.load(dataset, log_prob_field=log_prob_field))
   loaded = [policies_lib.load(p) for p in policies]
   names = list(names) if names else [getattr(p, 'name', str(i)) for i, p in enumerate(loaded)]
   behaviour_policy = None if behaviour is None else policies_lib.load(behaviour)

@@ -231,12 +231,13 @@ def _with_bootstrap(batches: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, 
     }
 
 
-def evaluate(policy: policies_lib.Policy, data: data_lib.OPEData, config: FQEConfig = FQEConfig(),
+def evaluate(policy: policies_lib.Policy, data: data_lib.OPEData | data_lib.OPESummary,
+             config: FQEConfig = FQEConfig(),
              batches: Optional[Iterable[Mapping[str, np.ndarray]]] = None,
              progress: bool = False, checkpoint_dir: Optional[str] = None) -> tuple[float, FQE]:
-  """FQE's estimate of `policy`'s value on `data` (batches from memory unless given) and the
-  fitted model."""
-  action_size = (int(max(e.actions.max() for e in data.episodes)) + 1 if data.discrete_actions
+  """FQE's estimate of `policy`'s value on `data` (batches from `data`'s episodes in memory unless
+  given; a summary needs them given) and the fitted model."""
+  action_size = (data.action_count() if data.discrete_actions
                  else int(np.prod(data.action_shape) or 1))
   if data.discrete_actions and hasattr(policy, 'num_actions'):
     action_size = max(action_size, int(policy.num_actions))
