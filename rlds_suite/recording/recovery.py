@@ -32,6 +32,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import errors
 from rlds_suite.recording import run_provenance
 from rlds_suite.recording import shards
+from rlds_suite.tfds import tfrecord_files
 
 LOCK_FILENAME = '.recording.lock'
 _HEADER_BYTES = 12  # uint64 length, uint32 masked CRC-32C of the length.
@@ -154,7 +155,7 @@ def _is_torn(path: str, offset: int, size: int) -> bool:
     if len(header) < _HEADER_BYTES:
       return True
     length, crc = struct.unpack('<QI', header)
-    if _masked_crc32c(header[:8]) == crc:
+    if tfrecord_files.masked_crc(header[:8]) == crc:
       if offset + _HEADER_BYTES + length + _FOOTER_BYTES > size:
         return True
       return _zeros_from(f)  # A complete frame whose data checksum fails: only if zero-filled.
@@ -169,28 +170,6 @@ def _zeros_from(f: Any) -> bool:
       return True
     if chunk.count(0) != len(chunk):
       return False
-
-
-def _crc32c_table() -> list[int]:
-  table = []
-  for byte in range(256):
-    crc = byte
-    for _ in range(8):
-      crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    table.append(crc)
-  return table
-
-
-_CRC32C_TABLE = _crc32c_table()
-
-
-def _masked_crc32c(data: bytes) -> int:
-  """TFRecord's masked CRC-32C (Castagnoli), for the 8-byte length of a frame header."""
-  crc = 0xFFFFFFFF
-  for byte in data:
-    crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-  crc ^= 0xFFFFFFFF
-  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 @dataclasses.dataclass(frozen=True)
