@@ -61,3 +61,19 @@ def pytest_collection_modifyitems(config, items):
   items[:] = [item for item in items
               if getattr(getattr(item, 'function', None), '__module__', '') !=
               'tensorflow.python.framework.test_util']
+
+
+@pytest.fixture
+def bars(monkeypatch) -> list:
+  """Every rlds_suite progress bar opened while the test runs, with its totals and final counts."""
+  from rlds_suite.core import progress  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  opened = []
+
+  class Recorded(progress.Bar):
+
+    def __init__(self, *args, **kwargs):
+      super().__init__(*args, **kwargs)
+      opened.append(self)
+
+  monkeypatch.setattr(progress, 'Bar', Recorded)
+  return opened

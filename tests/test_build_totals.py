@@ -14,21 +14,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILDERS = ROOT / 'builders'
 
 
-@pytest.fixture
-def bars(monkeypatch) -> list:
-  """Every progress.Bar opened while the test runs, with its totals and final counts."""
-  opened = []
-
-  class Recorded(progress.Bar):
-
-    def __init__(self, *args, **kwargs):
-      super().__init__(*args, **kwargs)
-      opened.append(self)
-
-  monkeypatch.setattr(progress, 'Bar', Recorded)
-  return opened
-
-
 def _built(bars: list, builder) -> progress.Bar:
   """The build's one bar, after checking it counted every episode the dataset holds."""
   [bar] = bars

@@ -47,18 +47,9 @@ def test_bar_on_a_terminal_only(monkeypatch, capsys):
   assert bar.startswith('validate: 100%') and '2/2 [' in bar and '5 steps' in bar, bar
 
 
-def test_validate_stats_and_export_count_out_of_the_episodes_stored(tmp_path, monkeypatch, capsys):
+def test_validate_stats_and_export_count_out_of_the_episodes_stored(tmp_path, bars, capsys):
   from rlds_suite import cli  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from tests import browse_data  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  opened = []
-
-  class Recorded(progress.Bar):
-
-    def __init__(self, *args, **kwargs):
-      super().__init__(*args, **kwargs)
-      opened.append(self)
-
-  monkeypatch.setattr(progress, 'Bar', Recorded)
   directory = browse_data.write(str(tmp_path), {'train': 5, 'test': 2}, size=4, length=1)
   commands = {'validate': ['validate', directory], 'stats': ['stats', directory],
               'export d4rl': ['export', directory, '--to', 'd4rl', str(tmp_path / 'x.hdf5'),
@@ -66,34 +57,25 @@ def test_validate_stats_and_export_count_out_of_the_episodes_stored(tmp_path, mo
               'show: reading episode 5': ['show', directory, '--episode', '5', '--episodes', '3',
                                           '--out', str(tmp_path / 'x.png')]}
   for description, command in commands.items():
-    opened.clear()
+    bars.clear()
     assert cli.main(command) == 0, capsys.readouterr()
-    [bar] = opened
+    [bar] = bars
     expected = 2 if '--split' in command or 'show' in command else 7  # Show: episodes 5 and 6.
     assert (bar.description, bar.unit, bar.total, bar.episodes) == (
         description, 'episodes', expected, expected)
     assert bar.steps == 2 * expected  # One action and the final step each.
   # An episode that is not there is named before anything is read.
-  opened.clear()
+  bars.clear()
   assert cli.main(['show', directory, '--episode', '7', '--out', str(tmp_path / 'y.png')]) == 2
-  assert 'has no episode 7 (7 stored)' in capsys.readouterr().err and not opened
+  assert 'has no episode 7 (7 stored)' in capsys.readouterr().err and not bars
 
 
-def test_convert_counts_out_of_the_riegeli_indexes(tmp_path, monkeypatch):
+def test_convert_counts_out_of_the_riegeli_indexes(tmp_path, bars):
   import envlogger  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_suite import envs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_suite.compat import envlogger_compat  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_suite.recording import random_policy  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_suite.recording import riegeli_ingest  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  opened = []
-
-  class Recorded(progress.Bar):
-
-    def __init__(self, *args, **kwargs):
-      super().__init__(*args, **kwargs)
-      opened.append(self)
-
-  monkeypatch.setattr(progress, 'Bar', Recorded)
   envlogger_compat.patch_envlogger_codec()
   env = envs.make('gymnasium:CartPole-v1', seed=0, max_episode_steps=15)
   policy = random_policy(env.action_spec(), 0)
@@ -104,30 +86,22 @@ def test_convert_counts_out_of_the_riegeli_indexes(tmp_path, monkeypatch):
       while not timestep.last():
         timestep = logged.step(policy(timestep))
   done = riegeli_ingest.convert(tmp_path / 'logs', tmp_path / 'ds', name='cartpole')
-  [bar] = opened
+  [bar] = bars
   assert bar.totals == progress.Totals(bar.episodes, bar.steps) and bar.by_steps
   assert bar.episodes == done.num_episodes_written == 3 and bar.steps > 3
 
 
-def test_verify_counts_the_files_it_hashes_out_of_those_recorded(tmp_path, monkeypatch):
+def test_verify_counts_the_files_it_hashes_out_of_those_recorded(tmp_path, bars):
   import pathlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_suite.tfds import provenance  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  opened = []
-
-  class Recorded(progress.Bar):
-
-    def __init__(self, *args, **kwargs):
-      super().__init__(*args, **kwargs)
-      opened.append(self)
-
   manual = pathlib.Path(__file__).resolve().parents[1] / 'builders' / 'd4rl' / 'dummy_data'
   builder = datasets.build('d4rl/walker2d-random-v2', manual_dir=str(manual),
                            data_dir=str(tmp_path))
-  monkeypatch.setattr(progress, 'Bar', Recorded)
-  assert opened == [] and provenance.verify(str(builder.data_dir)).ok
+  bars.clear()  # The build's own bars.
+  assert provenance.verify(str(builder.data_dir)).ok
   recorded = provenance.read(str(builder.data_dir))
-  [own, sources] = opened
+  [own, sources] = bars
   assert (own.description, own.unit, own.total, own.files) == (
       'verify', 'files', len(recorded['dataset_files']), len(recorded['dataset_files']))
   assert (sources.description, sources.total, sources.files) == (
