@@ -4,7 +4,7 @@ For datasets whose features `writing.plan_of` covers (every dataset our writers 
 examples are stored in order (`disable_shuffling`, as both our writers declare): the shards are
 read with `tfrecord_files` (CRC-checked), each tf.train.Example is parsed from its wire format and
 its features decoded as TFDS decodes them (packed floats and varints, raw and ZLIB bytes, PNG,
-text). The episodes equal `datasets.read_episodes`' (tests/test_shard_reader.py), at constant
+text). The episodes equal `datasets.read_episodes`' (tests/test_build_without_tensorflow.py), at constant
 memory and without TensorFlow's ~0.8 GiB, so `rlds-suite build`'s validation pass stays small.
 """
 
@@ -88,11 +88,24 @@ def _decode_leaf(leaf: episode_wire.Leaf, feature: Optional[tuple[int, memoryvie
       rows = [_png(bytes(item), leaf.shape, dtype) for item in items]
       values = np.stack(rows) if rows else np.zeros((0,) + leaf.shape, dtype)
     else:
-      data = b''.join(isal_zlib.decompress(item) for item in items) if (
+      row_bytes = int(np.prod(leaf.shape, dtype=np.int64)) * dtype.itemsize
+      data = b''.join(_inflate(item, row_bytes) for item in items) if (
           leaf.kind == episode_wire.ZLIB) else b''.join(items)
       values = np.frombuffer(data, dtype.newbyteorder('<')).astype(dtype)
   shape = ((-1,) if leaf.per_step else ()) + leaf.shape
   return values.reshape(shape)
+
+
+def _inflate(data: bytes | memoryview, size: int) -> bytes:
+  """A zlib stream that must inflate to exactly `size` bytes (one row of a ZLIB tensor, or a PNG's
+  scanlines), inflated no further than one byte past it: a crafted shard cannot make it allocate
+  more than the declared feature holds."""
+  inflater = isal_zlib.decompressobj()
+  out = inflater.decompress(data, size + 1)
+  if len(out) != size or not inflater.eof:
+    raise ValueError(f'zlib data inflates to {"more than " if len(out) > size else ""}'
+                     f'{len(out)} bytes, expected {size}')
+  return out
 
 
 # --- The protobuf wire format ------------------------------------------------------------------
@@ -227,8 +240,11 @@ def _unfiltered_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> Opt
   if (interlace or channels is None or depth != 8 * dtype.itemsize or
       len(shape) != 3 or channels != shape[2]):
     return None
-  scanlines = np.frombuffer(isal_zlib.decompress(b''.join(idat)), np.uint8)
-  scanlines = scanlines.reshape(height, 1 + width * channels * dtype.itemsize)
+  if (height, width) != tuple(shape[:2]):
+    raise ValueError(f'PNG of shape {[height, width, channels]}, expected {list(shape)}')
+  row_bytes = 1 + width * channels * dtype.itemsize
+  scanlines = np.frombuffer(_inflate(b''.join(idat), height * row_bytes), np.uint8)
+  scanlines = scanlines.reshape(height, row_bytes)
   if scanlines[:, 0].any():  # Filtered rows.
     return None
   return scanlines[:, 1:].copy().view(dtype.newbyteorder('>')).astype(dtype).reshape(
