@@ -1,5 +1,5 @@
 """Child process of test_browse's memory test: serves a dataset with the browse app, lists every
-page and opens every episode (and one frame of each), and prints RSS in MiB as JSON:
+page and opens every episode (and one frame of each), and prints anonymous RSS in MiB as JSON:
 {baseline (after the index and the first episode), peak, growth, episodes_opened, frames}.
 
     python -m tests.browse_memory_child DATASET_DIR
@@ -14,8 +14,11 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 
 def rss_mib() -> float:
+  """Anonymous resident memory (heap, arenas, buffers: where read data would be held), MiB.
+  Not VmRSS: that also counts shared-library pages, which fault in as code paths are first used
+  (TensorFlow's alone are hundreds of MiB) and made the growth depend on what ran before."""
   with open('/proc/self/status') as f:
-    return int(next(l for l in f if l.startswith('VmRSS:')).split()[1]) / 1024
+    return int(next(l for l in f if l.startswith('RssAnon:')).split()[1]) / 1024
 
 
 async def main(directory: str) -> dict:
