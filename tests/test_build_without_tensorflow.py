@@ -164,7 +164,7 @@ def test_zlib_rows_and_png_scanlines_inflate_no_further_than_their_declared_size
   tall = compression.png_bytes(np.zeros((4096, 84, 1), np.uint8))
   monkeypatch.setattr(shard_reader, '_inflate', lambda *_: pytest.fail('inflated a wrong-sized PNG'))
   with pytest.raises(ValueError, match=r'PNG of shape \[4096, 84, 1\], expected \[84, 84, 1\]'):
-    shard_reader._png(tall, (84, 84, 1), np.dtype(np.uint8))  # pylint: disable=protected-access
+    shard_reader.decode_png(tall, (84, 84, 1), np.dtype(np.uint8))
 
 
 @pytest.mark.parametrize('dtype,channels', [(np.uint8, 1), (np.uint8, 3), (np.uint16, 1),
@@ -174,7 +174,7 @@ def test_png_decodes_as_tensorflow_does_filtered_or_not(dtype, channels):
   image = (rng.integers(0, 4, (9, 7, channels)) * 1000 % np.iinfo(dtype).max).astype(dtype)
   image[:, 3:] = image[:, :1]  # Rows whose filters (libpng's choice) differ.
   for png in (compression.png_bytes(image), tf.io.encode_png(image).numpy()):
-    decoded = shard_reader._png(png, image.shape, np.dtype(dtype))  # pylint: disable=protected-access
+    decoded = shard_reader.decode_png(png, image.shape, np.dtype(dtype))
     expected = tf.io.decode_png(png, channels=channels, dtype=tf.as_dtype(dtype)).numpy()
     np.testing.assert_array_equal(decoded, expected)
     assert decoded.dtype == dtype

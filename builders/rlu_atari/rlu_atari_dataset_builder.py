@@ -30,7 +30,8 @@ def _examples(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
   """(key, example) of every episode in one shard; key = checkpoint_episode, as TFDS's builder."""
   with errors.located(path):
     for parsed in tfrecord_episodes.read_examples(path, tfrecord_episodes.atari_spec()):
-      parsed['observations'] = tfrecord_episodes.decode_frames(parsed['observations'])
+      parsed['observations'] = tfrecord_episodes.decode_frames(parsed['observations'],
+                                                               rl_unplugged.ATARI_FRAME_SHAPE)
       trajectory = rl_unplugged.atari_trajectory(parsed)
       key = f'{trajectory.metadata["checkpoint_id"]}_{trajectory.metadata["episode_id"]}'
       yield key, episodes.to_episode(trajectory).as_example()
@@ -65,7 +66,8 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
     cfg = self.builder_config
     return self.dataset_info_from_configs(
         features=features.rlds_features(
-            observation=features.image((84, 84, 1), doc='Grayscale frame (no frame stack).'),
+            observation=features.image(rl_unplugged.ATARI_FRAME_SHAPE,
+                                       doc='Grayscale frame (no frame stack).'),
             action=features.scalar('int64'),
             reward=features.scalar('float32', doc='Unclipped game reward earned by the action.'),
             step_metadata={'clipped_reward': features.scalar(

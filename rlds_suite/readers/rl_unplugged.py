@@ -1,8 +1,8 @@
 """RL Unplugged episodes (one tf.Example per episode, already parsed to numpy) -> trajectories.
 
-Parsing the GZIP TFRecord shards is TensorFlow's job (`rlds_suite.tfds.tfrecord_episodes`, with the
-parse specs published with TFDS's rlu_atari / rlu_control_suite builders); this module holds the
-alignment of the parsed rows, declared as BoundaryPolicies.
+Parsing the GZIP TFRecord shards is `rlds_suite.tfds.tfrecord_episodes`' job (numpy, no TensorFlow,
+with the parse specs published with TFDS's rlu_atari / rlu_control_suite builders); this module
+holds the alignment of the parsed rows, declared as BoundaryPolicies.
 
 Atari (`atari_episodes_ordered`): row t holds o_t (PNG), a_t, the rewards a_t earned (unclipped and
 clipped to [-1, 1]) and the discount of arriving at o_t. A terminated episode is marked by a 0
@@ -34,6 +34,7 @@ CONTROL_SUITE_POLICY = episodes.BoundaryPolicy(
     reward_timing=episodes.RewardTiming.ON_ARRIVAL,
     discount_timing=episodes.RewardTiming.ON_ARRIVAL)
 FIRST, MID, LAST = 0, 1, 2
+ATARI_FRAME_SHAPE = (84, 84, 1)  # Grayscale PNG frames, no frame stack.
 
 # The 46 games x 5 runs of RL Unplugged Atari; three games have 49 shards instead of 50.
 ATARI_GAMES = (

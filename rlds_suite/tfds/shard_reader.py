@@ -6,14 +6,19 @@ read with `tfrecord_files` (CRC-checked), each tf.train.Example is parsed from i
 its features decoded as TFDS decodes them (packed floats and varints, raw and ZLIB bytes, PNG,
 text). The episodes equal `datasets.read_episodes`' (tests/test_build_without_tensorflow.py), at constant
 memory and without TensorFlow's ~0.8 GiB, so `rlds-suite build`'s validation pass stays small.
+
+The same decoder parses other datasets' examples by a declared spec (`parse_example`, as
+`tf.io.parse_single_example` does with FixedLenFeature and FixedLenSequenceFeature): RL Unplugged's
+source shards (`tfrecord_episodes`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import struct
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from isal import isal_zlib
 import numpy as np
@@ -27,6 +32,7 @@ from rlds_suite.tfds import writing
 _BYTES_LIST, _FLOAT_LIST, _INT64_LIST = 1, 2, 3  # Feature's fields.
 _PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 _PNG_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # Colour type -> channels (palette: not here).
+_LIST_NAMES = {_BYTES_LIST: 'bytes_list', _FLOAT_LIST: 'float_list', _INT64_LIST: 'int64_list'}
 
 
 def can_read(info: tfds.core.DatasetInfo, split: Optional[str] = None) -> bool:
@@ -71,6 +77,50 @@ def decode_example(plan: Sequence[episode_wire.Leaf], record: bytes) -> dict[str
   return episode
 
 
+@dataclasses.dataclass(frozen=True)
+class ParseFeature:
+  """One entry of a parse spec: `tf.io.FixedLenFeature(shape, dtype)` (required), or with
+  `sequence` `tf.io.FixedLenSequenceFeature(shape, dtype, allow_missing=True)` (rows of `shape`,
+  none when the key is absent). `dtype`: 'int64', 'float32' or 'bytes' (TensorFlow's tf.string)."""
+  dtype: str
+  shape: tuple[int, ...] = ()
+  sequence: bool = False
+
+  @property
+  def list_kind(self) -> int:
+    return {'int64': _INT64_LIST, 'float32': _FLOAT_LIST, 'bytes': _BYTES_LIST}[self.dtype]
+
+
+def parse_example(record: bytes, spec: Mapping[str, ParseFeature]) -> dict[str, np.ndarray]:
+  """A serialized tf.train.Example -> {key: value} as `tf.io.parse_single_example(record, spec)`
+  gives them in numpy (bytes values: an object array of bytes); ValueError naming the key when the
+  record does not match the spec."""
+  features = _features(memoryview(record))
+  parsed = {}
+  for key, feature in spec.items():
+    found = features.get(key)
+    if found is None and not feature.sequence:
+      raise ValueError(f'feature {key!r} is required but missing')
+    kind, message = found if found is not None else (None, memoryview(b''))
+    if kind is not None and kind != feature.list_kind:
+      raise ValueError(f'feature {key!r}: expected a {_LIST_NAMES[feature.list_kind]}, got a '
+                       f'{_LIST_NAMES.get(kind, f"field {kind}")}')
+    if feature.dtype == 'bytes':
+      items = _bytes_items(message)
+      values = np.empty(len(items), object)
+      values[:] = [bytes(item) for item in items]
+    elif feature.dtype == 'float32':
+      values = _floats(message)
+    else:
+      values = _ints(message)
+    row = int(np.prod(feature.shape, dtype=np.int64))
+    if (len(values) % row if feature.sequence else len(values) != row):
+      raise ValueError(f'feature {key!r}: {len(values)} values do not fill '
+                       f'{"rows of " if feature.sequence else ""}shape {list(feature.shape)}')
+    parsed[key] = values.reshape(((-1,) if feature.sequence else ()) + tuple(feature.shape))
+  return parsed
+
+
 def _decode_leaf(leaf: episode_wire.Leaf, feature: Optional[tuple[int, memoryview]]) -> Any:
   kind, message = feature if feature is not None else (None, memoryview(b''))
   dtype = np.dtype(leaf.dtype)
@@ -85,7 +135,7 @@ def _decode_leaf(leaf: episode_wire.Leaf, feature: Optional[tuple[int, memoryvie
   else:
     items = _bytes_items(message)
     if leaf.kind == episode_wire.PNG:
-      rows = [_png(bytes(item), leaf.shape, dtype) for item in items]
+      rows = [decode_png(bytes(item), leaf.shape, dtype) for item in items]
       values = np.stack(rows) if rows else np.zeros((0,) + leaf.shape, dtype)
     else:
       row_bytes = int(np.prod(leaf.shape, dtype=np.int64)) * dtype.itemsize
@@ -160,7 +210,7 @@ def _features(example: memoryview) -> dict[str, tuple[int, memoryview]]:
           key = bytes(value).decode('utf-8')
         elif part_number == 2:
           feature = value
-      kind, message = _BYTES_LIST, memoryview(b'')
+      kind, message = None, memoryview(b'')  # A Feature with no list set holds no values.
       for kind_number, _, value in _fields(feature):
         kind, message = kind_number, value
       found[key] = (kind, message)
@@ -208,7 +258,7 @@ def decode_varints(data: np.ndarray) -> np.ndarray:
 
 # --- PNG ---------------------------------------------------------------------------------------
 
-def _png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def decode_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype = np.dtype(np.uint8)) -> np.ndarray:
   """A PNG file -> a [height, width, channels] array, as TFDS's Image decodes it. Unfiltered
   files (ours) in numpy; others with Pillow (8-bit) or TensorFlow."""
   image = _unfiltered_png(data, shape, dtype)
