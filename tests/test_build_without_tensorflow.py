@@ -1,6 +1,7 @@
 """A non-Beam build and its validation pass (what `rlds-suite build` runs) never import TensorFlow
 (~0.8 GiB and ~6 s), and give the same shards, episodes and validation report as TensorFlow's own
-writer and tf.data reader.
+writer and tf.data reader. So do the RL Unplugged builders, which read GZIP TFRecords of
+tf.train.Example, with Beam (the DirectRunner `rlds-suite build` uses) and without.
 
 The build runs in a subprocess whose import system refuses TensorFlow: this test process has
 imported it already.
@@ -60,6 +61,24 @@ CHILD = textwrap.dedent('''
 
 EPISODES = 12
 
+# The same for rlu_atari and rlu_control_suite over their dummy_data, as `rlds-suite build` runs them
+# (cli/build.py: the direct runner's options, datasets.build, then datasets.validate).
+RLU_CHILD = CHILD.split('from rlds_suite.cli import validate')[0] + textwrap.dedent('''
+    from rlds_suite.tfds import beam, datasets
+    results = []
+    for name, manual_dir in json.loads(sys.argv[3]):
+      for with_beam in (True, False):
+        with beam.options_for('direct', 2) as options:
+          builder = datasets.build(name, manual_dir=manual_dir, data_dir=f'{sys.argv[2]}/{with_beam}',
+                                   beam_options=options, beam=with_beam, num_shards=2)
+        report = datasets.validate(builder, progress_bar=True)
+        results.append({'name': name, 'beam': with_beam, 'summary': report.summary()})
+    print(json.dumps({'tensorflow': 'tensorflow' in sys.modules, 'builds': results}))
+    ''')
+RLU_BUILDS = {'rlds_suite_rlu_atari/Pong_run_1': ('builders/rlu_atari/dummy_data', 3),
+              'rlds_suite_rlu_control_suite/cartpole_swingup': (
+                  'builders/rlu_control_suite/dummy_data', 2)}
+
 
 @pytest.fixture(scope='module')
 def built(tmp_path_factory):
@@ -76,6 +95,21 @@ def test_build_and_validation_do_not_import_tensorflow(built):
   _, result = built
   assert result['tensorflow'] is False
   assert result['summary']['episodes'] == EPISODES
+
+
+def test_rl_unplugged_builds_and_validation_do_not_import_tensorflow(tmp_path):
+  sources = [(name, str(REPO / manual_dir)) for name, (manual_dir, _) in RLU_BUILDS.items()]
+  out = subprocess.run([sys.executable, '-c', RLU_CHILD, str(REPO), str(tmp_path),
+                        json.dumps(sources)], capture_output=True, text=True, check=False,
+                       timeout=300, env={**os.environ, 'PYTHONPATH': str(REPO)})
+  assert out.returncode == 0, out.stderr[-3000:]
+  result = json.loads(out.stdout.strip().splitlines()[-1])
+  assert result['tensorflow'] is False
+  assert [(b['name'], b['beam']) for b in result['builds']] == [
+      (name, beam) for name in RLU_BUILDS for beam in (True, False)]
+  for build in result['builds']:
+    assert build['summary']['valid'], build
+    assert build['summary']['episodes'] == RLU_BUILDS[build['name']][1], build
 
 
 def test_validation_without_tensorflow_equals_the_tf_data_one(built):
