@@ -38,6 +38,10 @@ def test_work_items_read_the_episodes_read_run_reads(tmp_path, schedule, checkpo
   expected = list(dqn_replay.read_run(tmp_path, checkpoints, block_rows=7))
   summary = buffers.summary
   assert summary(found) == summary(expected)
+  # Both paths give the episodes in time (add) order, an episode that crosses a checkpoint file
+  # included.
+  assert [_first(t) for t in found] == [_first(t) for t in expected]
+  assert [_first(t) for t in expected] == sorted(_first(t) for t in expected)
   for got, want in zip(sorted(found, key=_first), sorted(expected, key=_first)):
     assert got.metadata == want.metadata
     assert (got.observations == want.observations).all() and (got.rewards == want.rewards).all()

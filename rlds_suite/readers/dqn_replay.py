@@ -250,10 +250,11 @@ class Run:
 
 
 def checkpoint_pieces(run: Run, checkpoint: int, block_rows: int = BLOCK_ROWS) -> Iterator[Piece]:
-  """Checkpoint `checkpoint`'s new rows as pieces, reading each file once.
+  """Checkpoint `checkpoint`'s new rows as pieces in add order: PREFIX, HEAD, EPISODE..., TAIL.
 
-  In add order the pieces are PREFIX, HEAD, EPISODE..., TAIL; they are yielded in file order
-  (HEAD, EPISODE..., TAIL, then PREFIX), holding HEAD's rows until its episode's start is known.
+  When the new rows wrap around the end of the file, PREFIX (the oldest rows, at the end of the
+  file: in batch_rl's logs one row) is read first: the rows before it are inflated twice (gzip
+  cannot seek) rather than holding the checkpoint's episodes until PREFIX is known.
   """
   layout = run.layout(checkpoint)
   capacity = layout.capacity
@@ -264,8 +265,12 @@ def checkpoint_pieces(run: Run, checkpoint: int, block_rows: int = BLOCK_ROWS) -
   oldest_stop = capacity if wrapped else start_row + layout.add_count - layout.first_add
   newest_first_add = layout.add_count - newest_stop
   with contextlib.ExitStack() as opened:
-    streams = [opened.enter_context(gzip_npy.GzipNpyRows(store_file(run.replay_logs, f, checkpoint),
-                                                         field=f)) for f in STORE_FIELDS]
+
+    def open_streams() -> list[gzip_npy.GzipNpyRows]:
+      return [opened.enter_context(gzip_npy.GzipNpyRows(store_file(run.replay_logs, f, checkpoint),
+                                                        field=f)) for f in STORE_FIELDS]
+
+    streams = open_streams()
 
     def read_range(stop: int, base: int) -> Iterator[Rows]:
       """Storage rows up to `stop`; storage row p has add index base + p."""
@@ -279,11 +284,14 @@ def checkpoint_pieces(run: Run, checkpoint: int, block_rows: int = BLOCK_ROWS) -
       return read_ahead.read_ahead(blocks(), name='dqn_replay-read-ahead')
 
     if wrapped:
-      yield from _cut(read_range(newest_stop, newest_first_add), checkpoint)
       for s in streams:
-        s.skip(start_row - s.position)
+        s.skip(start_row)
       prefix = Rows.concat(list(read_range(oldest_stop, layout.first_add - start_row)))
       yield Piece(Kind.PREFIX, checkpoint, prefix, bool(len(prefix) and prefix.terminal[-1]))
+      for s in streams:
+        s.close()
+      streams[:] = open_streams()
+      yield from _cut(read_range(newest_stop, newest_first_add), checkpoint)
     else:
       for s in streams:
         s.skip(start_row)
@@ -367,6 +375,13 @@ class Selection:
     return self.checkpoint_of(rows.first_add + POLICY.padding_rows) in self._wanted
 
 
+def _closed(joined: Stitched, in_range: Selection) -> Iterator[episodes.Trajectory]:
+  """The episodes `stitch` closed that began at an episode start in the range."""
+  for rows, is_start in joined.closed:
+    if is_start and in_range(rows):
+      yield to_trajectory(rows, in_range.checkpoint_of)
+
+
 def read_run(replay_logs: errors.PathLike, checkpoints: Optional[Sequence[int]] = None,
              block_rows: int = BLOCK_ROWS) -> Iterator[episodes.Trajectory]:
   """The episodes that start in `checkpoints` (default: all present), in one pass over the files.
@@ -381,25 +396,33 @@ def read_run(replay_logs: errors.PathLike, checkpoints: Optional[Sequence[int]] 
   open_rows: Optional[Rows] = None
   open_started = False
   for checkpoint in [k for k in run.available if k >= wanted[0]]:
-    if checkpoint > wanted[-1] and open_rows is None:
+    past_range = checkpoint > wanted[-1]  # Only the episode in flight continues here.
+    if past_range and open_rows is None:
       break
     if open_rows is None:
       open_started = bool(run.layout(checkpoint).starts_episode)
-    edges = {}
+    prefix = tail = joined = None
     for piece in checkpoint_pieces(run, checkpoint, block_rows):
-      if piece.kind is Kind.EPISODE:
-        if in_range(piece.rows):
-          yield to_trajectory(piece.rows, in_range.checkpoint_of)
-      else:
-        edges[piece.kind] = piece.rows
-    joined = stitch([open_rows, edges.get(Kind.PREFIX), edges.get(Kind.HEAD)], open_started)
-    for rows, is_start in joined.closed:
-      if is_start and in_range(rows):
-        yield to_trajectory(rows, in_range.checkpoint_of)
-    if checkpoint > wanted[-1]:  # Only the episode in flight continues here.
+      if piece.kind is Kind.PREFIX:
+        prefix = piece.rows
+        continue
+      if joined is None:  # The episode in flight ends before this checkpoint's own episodes.
+        joined = stitch([open_rows, prefix, piece.rows if piece.kind is Kind.HEAD else None],
+                        open_started)
+        yield from _closed(joined, in_range)
+        if past_range:
+          break
+      if piece.kind is Kind.EPISODE and in_range(piece.rows):
+        yield to_trajectory(piece.rows, in_range.checkpoint_of)
+      elif piece.kind is Kind.TAIL:
+        tail = piece.rows
+    if joined is None:  # No HEAD: the checkpoint's new rows are all in PREFIX (or none).
+      joined = stitch([open_rows, prefix], open_started)
+      yield from _closed(joined, in_range)
+    if past_range:
       open_rows = None if joined.closed else joined.open
-    elif Kind.TAIL in edges:
-      open_rows, open_started = edges[Kind.TAIL], True
+    elif tail is not None:
+      open_rows, open_started = tail, True
     else:
       open_rows, open_started = joined.open, joined.open_started
   if open_rows is not None and open_started and in_range(open_rows):
