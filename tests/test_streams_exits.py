@@ -51,6 +51,19 @@ def test_batches_span_blocks_like_rebatch():
   assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
 
 
+def test_a_block_is_split_into_views_of_whole_batches_and_a_rest():
+  block = {'a': np.arange(10), 'b': {'c': np.arange(20).reshape(10, 2)}}
+  batches, rest = exits.split_block(block, 4)
+  assert [b['a'].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+  assert batches[1]['b']['c'].tolist() == [[8, 9], [10, 11], [12, 13], [14, 15]]
+  assert all(np.shares_memory(b['b']['c'], block['b']['c']) for b in batches)
+  assert rest['a'].tolist() == [8, 9] and rest['b']['c'].tolist() == [[16, 17], [18, 19]]
+  batches, rest = exits.split_block({'a': np.arange(8)}, 4)
+  assert len(batches) == 2 and rest is None
+  batches, rest = exits.split_block({'a': np.arange(3)}, 4)
+  assert batches == [] and rest['a'].tolist() == [0, 1, 2]
+
+
 def corrupt_stream(tmp_path):
   """A one-epoch stream over a dataset whose only shard lost its last third, and that shard."""
   eps = streams_data.id_episodes(0, 40, min_len=50, max_len=60, seed=5)

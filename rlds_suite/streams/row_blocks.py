@@ -16,6 +16,8 @@ and `pipeline._truncate` do for streams read from files.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
 import itertools
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -25,7 +27,7 @@ import tensorflow as tf
 
 from rlds_suite.core import errors
 from rlds_suite.core import nested
-from rlds_suite.core import read_ahead
+from rlds_suite.streams import budget
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,13 +207,14 @@ class RowBlocks:
     return block_values
 
   def numpy_blocks(self, gather: Callable[[dict, np.ndarray], dict]) -> Iterator[Any]:
-    """Every block's nested values, in order (the numpy exit: no tf.data element), drawn one
-    block ahead by a thread: the draw and the gather (numpy, releasing the GIL) overlap the
-    consumer's batches (median 2-3x the rate of drawing in the consumer's loop, loaded machine)."""
+    """Every block's nested values, in order (the numpy exit: no tf.data element), drawn and
+    gathered budget.BLOCK_WORKERS blocks at a time by threads: the permutation and the takes are
+    numpy that releases the GIL, and a block is a pure function of its index, so blocks b and b + 1
+    are made side by side while the consumer cuts the one before."""
     values = self.values(gather)
     indices = itertools.count() if self.num_blocks is None else range(self.num_blocks)
-    return read_ahead.read_ahead((nested.unflatten_paths(values(index)) for index in indices),
-                                 depth=1, name='row-blocks')
+    return _ordered(lambda index: nested.unflatten_paths(values(index)), indices,
+                    budget.BLOCK_WORKERS)
 
   def dataset(self, gather: Callable[[dict, np.ndarray], dict],
               spec: dict[str, tf.TensorSpec]) -> tf.data.Dataset:
@@ -232,4 +235,20 @@ class RowBlocks:
         value.set_shape([None, *spec[path].shape])
       return nested.unflatten_paths(dict(zip(paths, flat)))
 
-    return indices.map(read)
+    return indices.map(read, num_parallel_calls=budget.BLOCK_WORKERS, deterministic=True)
+
+
+def _ordered(make: Callable[[int], Any], indices: Iterator[int], workers: int) -> Iterator[Any]:
+  """`make(index)` for each index, in order, up to `workers` made at once by threads. Errors
+  arrive in order; closing the iterator cancels what has not started."""
+  pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix='row-blocks')
+  try:
+    pending: collections.deque = collections.deque()
+    for index in indices:
+      pending.append(pool.submit(make, index))
+      if len(pending) >= workers:
+        yield pending.popleft().result()
+    while pending:
+      yield pending.popleft().result()
+  finally:
+    pool.shutdown(wait=True, cancel_futures=True)
