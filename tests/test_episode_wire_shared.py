@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from rlds_suite.tfds import compression
 from rlds_suite.tfds import episode_wire
 from rlds_suite.tfds import writing
 
@@ -57,5 +58,26 @@ def test_without_room_in_shared_memory_the_batch_is_pickled(batch, pool, monkeyp
   try:
     assert shared.submit(pool, plan, episodes).result() == episode_wire.serialize(plan, episodes)
     assert not _blocks(shared)
+  finally:
+    shared.close()
+
+
+@pytest.mark.parametrize('room', [True, False])
+def test_workers_encode_pngs_as_the_writer_is_set(batch, pool, monkeypatch, room):
+  """A spawned worker has its own episode_wire: the writer's png_encoder travels with the batch,
+  in shared memory or pickled."""
+  plan, episodes = batch
+  assert any(leaf.kind == episode_wire.PNG for leaf in plan)
+  setting = compression.PngEncoder('isal', 1, 'up')  # Not the default: other bytes.
+  assert (episode_wire.serialize(plan, episodes, setting) !=
+          episode_wire.serialize(plan, episodes, compression.BUILD))
+  monkeypatch.setattr(episode_wire, 'png_encoder', setting)
+  if not room:
+    monkeypatch.setattr(episode_wire, '_SHM_DIR', '/nonexistent-shm')
+  shared = episode_wire.SharedBatches()
+  try:
+    assert (shared.submit(pool, plan, episodes).result() ==
+            episode_wire.serialize(plan, episodes, setting) ==
+            episode_wire.serialize(plan, episodes))
   finally:
     shared.close()

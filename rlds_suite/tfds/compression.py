@@ -1,18 +1,24 @@
-"""Lossless encoders for recorded arrays: PNG images and ZLIB tensors, as TFDS decodes them.
+"""Lossless encoders for recordings and builds: PNG images and ZLIB tensors, as TFDS decodes them.
 
-Both use Intel ISA-L's deflate (`isal`, zlib-compatible streams) at level 1: on Atari and MuJoCo
-frames it compresses 3-6x faster than zlib or OpenCV's libpng at their fastest settings, to the same
-or smaller size (benchmarks/record_overhead.py's docstring has the numbers). It releases the GIL, so
+Both use Intel ISA-L's deflate (`isal`, zlib-compatible streams): on Atari and MuJoCo frames it
+compresses 3-6x faster than zlib or OpenCV's libpng at their fastest settings, to the same or
+smaller size (benchmarks/record_overhead.py's docstring has the numbers). It releases the GIL, so
 a writer thread encodes while the environment steps.
 
-The PNG writer is the minimal standard file: IHDR, one IDAT holding every scanline unfiltered,
-IEND. Any PNG decoder reads it; `tf.io.decode_png` (TFDS's `Image` decoder) returns the array
-exactly. No filter, on purpose: on Atari frames the SUB filter gains nothing and costs ~20 us of
-the ~40 us per frame; on rendered MuJoCo frames it would make files ~15% smaller.
+The PNG writer is the minimal standard file: IHDR, one IDAT holding every scanline, IEND. Any PNG
+decoder reads it; `tf.io.decode_png` (TFDS's `Image` decoder) returns the array exactly. A
+`PngEncoder` says how: recordings deflate at ISA-L level 1 (`RECORDING`), builds at level 0
+(`BUILD`): on Atari frames level 0 encodes 2-5x faster for PNGs 1.3-1.45x larger, which a build,
+bound by encoding every frame of a million-row checkpoint, needs (issue 17's floor) and a
+recording, bound by the environment, does not. Both leave scanlines unfiltered: computed in numpy
+over a whole column the SUB and UP filters cost ~1 us per 84x84 frame, but on Atari frames they
+make PNGs larger at every ISA-L, libdeflate and zlib level (deflate already matches the rows above
+and runs of equal pixels); benchmarks/png_encoders.py has the table.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 from isal import isal_zlib
@@ -24,7 +30,8 @@ LEVEL = 1  # ISA-L levels are 0-3; 1 is the fastest that still matches on repeat
 
 _SIGNATURE = b'\x89PNG\r\n\x1a\n'
 _COLOR_TYPES = {1: 0, 3: 2, 4: 6}  # channels -> grey, RGB, RGBA (what TFDS's Image decodes).
-_NO_FILTER = 0
+# PNG scanline filter types (the byte before each scanline) this writer computes.
+FILTERS = {'none': 0, 'sub': 1, 'up': 2}
 _IEND = b'\x00\x00\x00\x00IEND\xaeB`\x82'
 
 
@@ -48,10 +55,42 @@ def png_bytes(image: np.ndarray) -> bytes:
   return png_rows(image[None])[0]
 
 
-def png_rows(images: np.ndarray) -> list[bytes]:
+def _libdeflate():
+  import deflate  # pylint: disable=g-import-not-at-top
+  return deflate.zlib_compress
+
+
+_COMPRESSORS = {'isal': lambda: isal_zlib.compress, 'libdeflate': _libdeflate,
+                'zlib': lambda: zlib.compress}
+_LEVELS = {'isal': range(0, 4), 'libdeflate': range(0, 13), 'zlib': range(0, 10)}
+
+
+@dataclasses.dataclass(frozen=True)
+class PngEncoder:
+  """How PNG scanlines are deflated: `library` ('isal'; 'zlib'; 'libdeflate', when the `deflate`
+  package is installed, for benchmarks), its `level`, and the PNG `scanline_filter` applied to
+  every scanline ('none', 'sub' or 'up')."""
+  library: str = 'isal'
+  level: int = LEVEL
+  scanline_filter: str = 'none'
+
+  def __post_init__(self):
+    levels = _LEVELS.get(self.library, ())
+    if self.level not in levels or self.scanline_filter not in FILTERS:
+      raise errors.InvalidValueError(
+          f'PNG encoder: library {self.library!r} (one of {sorted(_LEVELS)}) at level '
+          f'{self.level} ({list(levels) or "no levels"}) with filter {self.scanline_filter!r} '
+          f'(one of {sorted(FILTERS)})')
+
+
+RECORDING = PngEncoder()
+BUILD = PngEncoder(level=0)
+
+
+def png_rows(images: np.ndarray, encoder: PngEncoder = RECORDING) -> list[bytes]:
   """`png_bytes` of each image of `images` [n, height, width, channels]: the scanlines of the
-  whole column are laid out in one numpy copy and the IHDR chunk is built once, so a frame costs
-  one deflate call, one CRC and one join."""
+  whole column are laid out (and filtered) in numpy at once and the IHDR chunk is built once, so a
+  frame costs one deflate call, one CRC and one join."""
   images = np.asarray(images)
   _check_image_shape(images.shape[1:], images.dtype)
   count, height, width, channels = images.shape
@@ -59,19 +98,35 @@ def png_rows(images: np.ndarray) -> list[bytes]:
     return []
   depth = 8 * images.dtype.itemsize
   scanlines = np.empty((count, height, 1 + width * channels * images.dtype.itemsize), np.uint8)
-  scanlines[:, :, 0] = _NO_FILTER
-  scanlines[:, :, 1:] = np.ascontiguousarray(
+  scanlines[:, :, 0] = FILTERS[encoder.scanline_filter]
+  raw = np.ascontiguousarray(
       images, dtype=images.dtype.newbyteorder('>')).view(np.uint8).reshape(count, height, -1)
+  _filter(raw, scanlines[:, :, 1:], encoder.scanline_filter, channels * images.dtype.itemsize)
+  compress = _COMPRESSORS[encoder.library]()
   header = (width.to_bytes(4, 'big') + height.to_bytes(4, 'big') +
             bytes((depth, _COLOR_TYPES[channels], 0, 0, 0)))
   start = _SIGNATURE + _chunk(b'IHDR', header)
-  idat_crc = zlib.crc32(b'IDAT')
+  idat_crc = isal_zlib.crc32(b'IDAT')
   out = []
   for scanline in scanlines:
-    data = isal_zlib.compress(scanline, LEVEL)
+    data = compress(scanline, encoder.level)
     out.append(b''.join((start, len(data).to_bytes(4, 'big'), b'IDAT', data,
-                         zlib.crc32(data, idat_crc).to_bytes(4, 'big'), _IEND)))
+                         isal_zlib.crc32(data, idat_crc).to_bytes(4, 'big'), _IEND)))
   return out
+
+
+def _filter(raw: np.ndarray, out: np.ndarray, name: str, pixel_bytes: int) -> None:
+  """Writes the PNG filter `name` of the scanline bytes `raw` [n, height, row bytes] into `out`:
+  a byte minus the one `pixel_bytes` to its left ('sub') or the one above it ('up'), modulo 256,
+  where a missing neighbour counts as 0 (PNG's filter types 1 and 2)."""
+  if name == 'sub':
+    out[:, :, :pixel_bytes] = raw[:, :, :pixel_bytes]
+    np.subtract(raw[:, :, pixel_bytes:], raw[:, :, :-pixel_bytes], out=out[:, :, pixel_bytes:])
+  elif name == 'up':
+    out[:, :1] = raw[:, :1]
+    np.subtract(raw[:, 1:], raw[:, :-1], out=out[:, 1:])
+  else:
+    out[...] = raw
 
 
 def _check_image_shape(shape: tuple[int, ...], dtype: np.dtype) -> None:
@@ -84,4 +139,4 @@ def _check_image_shape(shape: tuple[int, ...], dtype: np.dtype) -> None:
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
   return (len(data).to_bytes(4, 'big') + kind + data +
-          zlib.crc32(data, zlib.crc32(kind)).to_bytes(4, 'big'))
+          isal_zlib.crc32(data, isal_zlib.crc32(kind)).to_bytes(4, 'big'))

@@ -27,7 +27,9 @@ from rlds_suite.tfds import example_wire
 # How a leaf is written: packed numbers, or a BytesList with one item per row.
 FLOAT, INT, RAW, PNG, ZLIB, TEXT = 'float', 'int', 'raw', 'png', 'zlib', 'text'
 STOP_SIGNALS = ('SIGTERM', 'SIGUSR1')  # A build stops at the next example on these.
-_COLUMN_ENCODERS = {PNG: compression.png_rows, ZLIB: compression.zlib_rows}
+# How builds deflate PNG frames: ISA-L's level 0 (see compression.BUILD). Read when a batch is
+# serialized or packed for a worker, so a benchmark may set it to compare settings.
+png_encoder = compression.BUILD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,9 +50,11 @@ def worker_init() -> None:
     signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
-def serialize(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]]) -> list[bytes]:
+def serialize(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]],
+              png: Optional[compression.PngEncoder] = None) -> list[bytes]:
   """Each episode's tf.train.Example bytes. An episode is {leaf key: value}: for step leaves an
-  array of rows (steps first), else one value; values are already checked against the plan."""
+  array of rows (steps first), else one value; values are already checked against the plan.
+  PNG frames are encoded with `png` (default: `png_encoder`)."""
   columns = {}
   for leaf in plan:
     values = [episode[leaf.key] for episode in episodes]
@@ -58,18 +62,18 @@ def serialize(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]]) -> li
       columns[leaf.key] = (np.concatenate(values) if values else None, [len(v) for v in values])
     else:
       columns[leaf.key] = (values, [1] * len(values))
-  return _serialize_columns(plan, columns, len(episodes))
+  return _serialize_columns(plan, columns, len(episodes), png or png_encoder)
 
 
 def _serialize_columns(plan: Sequence[Leaf], columns: Mapping[str, tuple[Any, Sequence[int]]],
-                       count: int) -> list[bytes]:
+                       count: int, png: compression.PngEncoder) -> list[bytes]:
   """`serialize` of `count` episodes given per leaf as (every episode's rows or values in order,
-  each episode's row count)."""
+  each episode's row count), PNG frames encoded with `png`."""
   pieces: list[list[Any]] = [[] for _ in range(count)]
   for leaf in plan:
     column, lengths = columns[leaf.key]
     for index, entry in enumerate(_entries(leaf, example_wire.key_field(leaf.key), column,
-                                           lengths)):
+                                           lengths, png)):
       pieces[index] += entry
   return [example_wire.example_of(parts) for parts in pieces]
 
@@ -85,11 +89,12 @@ _ATTACHED_MAX = 8  # Blocks a worker keeps mapped (the writer reuses a few).
 @dataclasses.dataclass(frozen=True)
 class Packed:
   """A batch in a shared-memory block: per step leaf (byte offset, each episode's row count), and
-  the episode-level values, which are small and pickled."""
+  the episode-level values, which are small and pickled; the writer's PNG setting."""
   block: str
   steps: dict[str, tuple[int, list[int]]]
   others: dict[str, list[Any]]
   count: int
+  png: compression.PngEncoder
 
 
 class SharedBatches:
@@ -108,7 +113,7 @@ class SharedBatches:
     """The future of `serialize(plan, episodes)` run in `pool`."""
     packed = self._pack(plan, episodes)
     if packed is None:
-      return pool.submit(serialize, plan, episodes)
+      return pool.submit(serialize, plan, episodes, png_encoder)
     future = pool.submit(serialize_packed, plan, packed)
     future.add_done_callback(lambda _: self._release(packed.block))
     return future
@@ -142,7 +147,7 @@ class SharedBatches:
       offset += size
     others = {leaf.key: [episode[leaf.key] for episode in episodes]
               for leaf in plan if not leaf.per_step}
-    return Packed(block.name, steps, others, len(episodes))
+    return Packed(block.name, steps, others, len(episodes), png_encoder)
 
   def _take(self, size: int) -> Optional[shared_memory.SharedMemory]:
     """A free block of at least `size` bytes (a new one when none fits), or None when shared
@@ -186,7 +191,7 @@ def serialize_packed(plan: Sequence[Leaf], packed: Packed) -> list[bytes]:
     else:
       columns[leaf.key] = (packed.others[leaf.key], [1] * packed.count)
   try:
-    return _serialize_columns(plan, columns, packed.count)
+    return _serialize_columns(plan, columns, packed.count, packed.png)
   finally:
     columns.clear()  # No view of the block outlives the call (it may be closed later).
 
@@ -215,7 +220,8 @@ def _aligned(size: int) -> int:
   return -(-size // _ALIGN) * _ALIGN
 
 
-def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int]) -> list[list[Any]]:
+def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int],
+             png: compression.PngEncoder) -> list[list[Any]]:
   """The map entry of `leaf` for each episode, as pieces to join (bytes or memoryviews);
   `column` holds every episode's rows in order."""
   bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -225,8 +231,8 @@ def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int]) -> lis
     return [_bytes_entry(key, [item]) for item in items]
   rows = np.asarray(column, dtype=leaf.dtype) if not leaf.per_step else column
   rows = rows.reshape((int(bounds[-1]),) + tuple(leaf.shape))
-  if leaf.kind in _COLUMN_ENCODERS:
-    items = _COLUMN_ENCODERS[leaf.kind](rows)
+  if leaf.kind in (PNG, ZLIB):
+    items = compression.png_rows(rows, png) if leaf.kind == PNG else compression.zlib_rows(rows)
     return [_bytes_entry(key, items[bounds[i]:bounds[i + 1]]) for i in range(len(lengths))]
   if leaf.kind == RAW:  # One item of little-endian bytes per row, all rows' items at once.
     raw = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder('<')).reshape(len(rows), -1)
