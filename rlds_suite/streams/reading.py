@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.core import nested
+from rlds_suite.streams import frames
 from rlds_suite.tfds import datasets
 from rlds_suite.streams.reference_units import PADDING_MASK
 
@@ -132,7 +133,8 @@ class EpisodeParser:
       info = self._serialized[path]
       values = tf.reshape(parsed[f'{fields.STEPS}/{path}'].flat_values, [-1, *info.shape])
       values = tf.cast(values, info.dtype) if values.dtype != info.dtype else values
-      steps[path] = tf.ensure_shape(_decode_rows(feature, values), [None, *feature.shape])
+      steps[path] = tf.ensure_shape(_decode_rows(feature, values, f'{fields.STEPS}/{path}'),
+                                    [None, *feature.shape])
     return nested.unflatten_paths(steps), row_splits
 
 
@@ -159,7 +161,8 @@ def _wire_dtype(dtype: tf.DType) -> tf.DType:
   return tf.float32 if dtype.is_floating else tf.string
 
 
-def _decode_rows(feature: tfds.features.FeatureConnector, serialized: tf.Tensor) -> tf.Tensor:
+def _decode_rows(feature: tfds.features.FeatureConnector, serialized: tf.Tensor,
+                 field: str) -> tf.Tensor:
   """Serialized step values [N, ...] of one field -> decoded [N, ...] (vectorised where TFDS is not)."""
   serialized_info, tensor_info = feature.get_serialized_info(), feature.get_tensor_info()
   plain = (type(feature) in (tfds.features.Tensor, tfds.features.Scalar) and
@@ -168,9 +171,7 @@ def _decode_rows(feature: tfds.features.FeatureConnector, serialized: tf.Tensor)
   if plain:
     return serialized
   if _is_zlib_tensor(feature):  # Vectorised: TFDS's own batch decoding loops over steps.
-    raw = tf.io.decode_raw(tf.io.decode_compressed(serialized, compression_type='ZLIB'),
-                           tensor_info.tf_dtype)
-    return tf.reshape(raw, [-1, *feature.shape])
+    return frames.decode_zlib_rows(serialized, tensor_info.tf_dtype, feature.shape, field)
   return feature.decode_batch_example(serialized)
 
 
@@ -206,7 +207,8 @@ def episode_lengths(builder: tfds.core.DatasetBuilder, split: str,
 def is_shard_read_error(error: BaseException) -> bool:
   """Whether `error` is what reading a damaged or missing shard raises in tf.data."""
   return isinstance(error, datasets.SHARD_READ_ERRORS) or (
-      isinstance(error, tf.errors.InvalidArgumentError) and SHORT_SHARD in error.message)
+      isinstance(error, tf.errors.InvalidArgumentError) and (
+          SHORT_SHARD in error.message or frames.CORRUPT_ROW in error.message))
 
 
 def numpy_groups(dataset: tf.data.Dataset, files: Sequence[str], name: str) -> Iterator[Any]:
