@@ -41,13 +41,14 @@ def iter_list_items(open_stream: Callable[[], IO[bytes]], *, source: str,
   damaged data, naming `source`.
   """
   with open_stream() as f:
-    ends = _item_ends(io.BufferedReader(f, _BUFFER), source, max_bytes)
+    ends = _item_ends(f, source, max_bytes)
   with open_stream() as f:
     yield from _StreamingUnpickler(io.BufferedReader(f, _BUFFER), source=source,
                                    max_bytes=max_bytes).items(ends)
 
 
 _BUFFER = 1 << 20  # Read-ahead, so that each opcode's small reads stay in C.
+_SCAN_CHUNK = 1 << 17  # The first pass's reads (it keeps about two).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,12 +86,27 @@ _LENGTH_PREFIX = {pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
 
 
 _SPECIAL = frozenset(('MARK', 'STOP', 'APPEND', 'APPENDS', 'EMPTY_LIST'))
-# Fast paths of the first pass: opcodes with no mark and no special meaning, by argument kind.
-_FIXED = {code: (op.arg_bytes, op.pops, op.pushes) for code, op in _OPS.items()
-          if op.name not in _SPECIAL and op.mark < 0 and op.arg_bytes >= 0 and not op.arg_lines}
-_PREFIXED = {code: (*_LENGTH_PREFIX[op.arg_bytes], op.pops, op.pushes)
-             for code, op in _OPS.items()
-             if op.name not in _SPECIAL and op.mark < 0 and op.arg_bytes < 0}
+# The first pass's table, by opcode byte: (argument kind, its size (fixed, with the opcode byte) or
+# length width (prefixed) or line count, signed length, pops, pushes, special).
+_FIXED_ARG, _PREFIXED_ARG, _LINE_ARG = 0, 1, 2
+
+
+def _scan_table() -> dict[int, tuple[int, int, bool, int, int, bool]]:
+  table = {}
+  for code, op in _OPS.items():
+    special = op.name in _SPECIAL or op.mark >= 0
+    if op.arg_lines:
+      entry = (_LINE_ARG, op.arg_lines, False)
+    elif op.arg_bytes < 0:
+      entry = (_PREFIXED_ARG, *_LENGTH_PREFIX[op.arg_bytes])
+    else:
+      entry = (_FIXED_ARG, 1 + op.arg_bytes, False)
+    table[code] = (*entry, op.pops, op.pushes, special)
+  return table
+
+
+_SCAN = _scan_table()
+_LOOKAHEAD = 16  # An opcode and its fixed argument or length prefix (at most 9 bytes) fit.
 
 
 def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
@@ -98,38 +114,48 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
 
   Each stack slot remembers the last opcode that pushed it; when a batch of the list's items is
   appended, the slots hold one item each, and each item was complete from that opcode on. Only
-  opcodes and argument sizes are read; nothing is built.
+  opcodes and argument sizes are read, from large reads of the stream (arguments past them are
+  skipped unread into memory); nothing is built.
   """
   levels: list[list[int]] = [[]]  # Per mark level: for each stack slot, the op that last pushed it.
   level = levels[-1]
   target = None  # (level, slot) of the first list.
   item_level = None  # Level whose slots are items of the target list (between MARK and APPENDS).
   ends: set[int] = set()
-  read, readline = f.read, f.readline
-  fixed, prefixed = _FIXED, _PREFIXED
+  read, table = f.read, _SCAN
+  buf, pos, end = b'', 0, 0
   index = -1
   try:
     while True:
+      if end - pos < _LOOKAHEAD:
+        if pos > end:  # The last opcode's argument ran past the end of the data.
+          raise IndexError
+        buf = buf[pos:] + read(_SCAN_CHUNK)
+        pos, end = 0, len(buf)
       index += 1
-      code = read(1)[0]  # IndexError at the end of the data: truncated.
-      if code in fixed:
-        size, pops, pushes = fixed[code]
-        if size:
-          read(size)
-      elif code in prefixed:
-        width, signed, pops, pushes = prefixed[code]
-        size = int.from_bytes(read(width), 'little', signed=signed)
-        if max_bytes is not None and size > max_bytes:
-          raise errors.CorruptFileError(f'opcode {index} claims {size} bytes, more than the '
+      code = buf[pos]  # IndexError at the end of the data: truncated.
+      kind, size, signed, pops, pushes, special = table[code]  # KeyError: not an opcode.
+      if kind == _FIXED_ARG:
+        pos += size
+      elif kind == _PREFIXED_ARG:
+        claim = int.from_bytes(buf[pos + 1:pos + 1 + size], 'little', signed=signed)
+        if max_bytes is not None and claim > max_bytes:
+          raise errors.CorruptFileError(f'opcode {index} claims {claim} bytes, more than the '
                                         f'{max_bytes} the pickle stream can hold', path=source)
-        while size > 0:  # Arguments up to gigabytes: skipped in chunks.
-          chunk = len(read(min(size, _BUFFER)))
-          if not chunk:
-            raise IndexError
-          size -= chunk
+        pos += 1 + size + max(claim, 0)
+        if pos > end:  # An argument past the buffer (up to gigabytes): skipped in chunks.
+          left, buf, pos, end = pos - end, b'', 0, 0
+          while left:
+            chunk = len(read(min(left, _SCAN_CHUNK)))
+            if not chunk:
+              raise IndexError
+            left -= chunk
       else:
-        op = _OPS[code]  # KeyError: not an opcode.
-        _skip_argument(op, read, readline)
+        pos = _skip_lines(buf, pos + 1, size)
+        if pos < 0:  # A line past the buffer: read on until it ends.
+          buf, pos, end = _read_lines(buf, pos, read, size)
+      if special:
+        op = _OPS[code]
         if op.name == 'STOP':
           break
         if op.name == 'MARK':
@@ -148,14 +174,15 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
             item_level = None
         if op.name == 'APPEND' and target == (len(levels) - 1, len(level) - 2):
           ends.add(level[-1])
-        pops, pushes = op.pops, op.pushes
         if op.name == 'EMPTY_LIST' and target is None:
           target = (len(levels) - 1, len(level))
       if pops:
         if pops > len(level):
           raise IndexError
         del level[-pops:]
-      if pushes:
+      if pushes == 1:
+        level.append(index)
+      elif pushes:
         level.extend([index] * pushes)
   except errors.RLDSSuiteError:
     raise
@@ -167,13 +194,29 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
   return ends
 
 
-def _skip_argument(op: _Op, read, readline) -> None:
-  """Reads past the argument of an opcode off the fast paths; IndexError when truncated."""
-  for _ in range(op.arg_lines):
-    if not readline().endswith(b'\n'):
+def _skip_lines(buf: bytes, pos: int, count: int) -> int:
+  """The position after `count` newline-terminated lines from `pos`, or -1 - pos when a line
+  does not end in `buf`."""
+  for _ in range(count):
+    newline = buf.find(b'\n', pos)
+    if newline < 0:
+      return -1 - pos
+    pos = newline + 1
+  return pos
+
+
+def _read_lines(buf: bytes, pos: int, read, count: int) -> tuple[bytes, int, int]:
+  """Reads on until the opcode's argument lines end (an opcode whose lines cross the buffer):
+  (buffer from the opcode on, position after its lines, buffer end); IndexError at the end."""
+  start = -1 - pos
+  while True:
+    more = read(_SCAN_CHUNK)
+    if not more:
       raise IndexError
-  if op.arg_bytes > 0 and len(read(op.arg_bytes)) != op.arg_bytes:
-    raise IndexError
+    buf += more
+    after = _skip_lines(buf, start, count)
+    if after >= 0:
+      return buf, after, len(buf)
 
 
 class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
@@ -186,17 +229,19 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
 
   def items(self, ends: set[int]) -> Iterator[Any]:
     self._unframer = pickle._Unframer(self._file_read, self._file_readline)  # pylint: disable=protected-access
-    self.read, self.readinto, self.readline = (self._unframer.read, self._unframer.readinto,
-                                               self._unframer.readline)
+    # Straight from the file until a FRAME opcode (protocol 4+) asks for the unframer.
+    self.read, self.readline = self._file_read, self._file_readline
+    self.readinto = self._unframer.readinto
     self.metastack, self.stack, self.proto = [], [], 0
     self.append = self.stack.append
     dispatch = self.dispatch
-    read = self.read
     memo_before: set = set()
+    ends_in_order = iter(sorted(ends))
+    next_end = next(ends_in_order, -1)
     try:
       index = 0
       while True:
-        key = read(1)
+        key = self.read(1)
         if not key:
           raise EOFError('pickle data was truncated')
         try:
@@ -207,9 +252,10 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
           raise errors.SchemaError(f'item {self._handed} refers to an object of an earlier item '
                                    f'(or the file is damaged): the items cannot be read one at a '
                                    f'time', path=self._source) from e
-        if index in ends:
+        if index == next_end:
           yield self._hand_out(memo_before)
           memo_before = set(self.memo)
+          next_end = next(ends_in_order, -1)
         index += 1
     except pickle._Stop:  # pylint: disable=protected-access
       return
@@ -227,7 +273,13 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     self._memo_put(self._memo_count)
     self._memo_count += 1
 
-  dispatch = {**safe_pickle.RestrictedUnpickler.dispatch, pickle.MEMOIZE[0]: load_memoize}
+  def load_frame(self) -> None:
+    self.read, self.readinto, self.readline = (self._unframer.read, self._unframer.readinto,
+                                               self._unframer.readline)
+    super().load_frame()
+
+  dispatch = {**safe_pickle.RestrictedUnpickler.dispatch, pickle.MEMOIZE[0]: load_memoize,
+              pickle.FRAME[0]: load_frame}
 
   def _hand_out(self, memo_before: set) -> Any:
     """Takes the completed item off the stack (leaving a None in its slot) and forgets the objects

@@ -233,8 +233,6 @@ _CALL: dict[Any, Callable[..., Any]] = {
     **{kind: _container(kind) for kind in (dict, list, tuple, set, frozenset,
                                            collections.OrderedDict)},
 }
-# Results of these calls are incomplete until their BUILD (and may not be used before it).
-_NEEDS_STATE = (np.dtype, pickled_numpy.new_array)
 # What NEWOBJ may instantiate, and how.
 _NEW: dict[Any, Callable[..., Any]] = {
     MILBenchTrajectory: MILBenchTrajectory,  # Exactly its four fields, or TypeError.
@@ -249,6 +247,7 @@ _STATE: dict[type, Callable[[Any, Any], None]] = {
 # Container opcodes and the only types they may fill.
 _FILLS = {'dict': (dict, collections.OrderedDict), 'list': (list,), 'set': (set,)}
 _CHUNK = 1 << 24  # Claims above this are read in chunks, never allocated up front.
+_LENGTHS = {fmt: struct.Struct(fmt) for fmt in ('<I', '<Q', '<i')}
 
 
 def _name(value: Any) -> str:
@@ -289,6 +288,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     bounds = [b for b in (stream_size(file), max_bytes) if b is not None]
     self._max_bytes = min(bounds) if bounds else None
     self._unbuilt: dict[int, Any] = {}  # id -> dtype or array made by REDUCE, awaiting BUILD.
+    self._globals: dict[tuple[bytes, bytes, bool], Any] = {}  # GLOBAL's lines -> find_class's.
 
   def _refuse(self, problem: str) -> errors.UnsafePickleError:
     return errors.UnsafePickleError(problem, path=self._source or None)
@@ -302,6 +302,16 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
       raise self._refuse(f'refusing to load global {module}.{name}: only numpy arrays, builtin '
                          f'containers and the known benchmark classes may be unpickled')
     return found
+
+  def load_global(self) -> None:
+    """GLOBAL, with what find_class gave each (module, name) line pair kept: numpy's pickles
+    without a memo name the same three globals for every array."""
+    key = (self.readline(), self.readline(), self.proto < 3)
+    found = self._globals.get(key)
+    if found is None:
+      found = self.find_class(key[0][:-1].decode('utf-8'), key[1][:-1].decode('utf-8'))
+      self._globals[key] = found
+    self.append(found)
 
   def persistent_load(self, pid: Any) -> Any:
     raise self._refuse(f'refusing persistent id {pickled_numpy.short(pid)}')
@@ -319,7 +329,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     if type(args) is not tuple:
       raise self._refuse(f'refusing call arguments {pickled_numpy.short(args)}')
     made = make(*args)
-    if any(func is f for f in _NEEDS_STATE):
+    if func is np.dtype or func is pickled_numpy.new_array:  # Incomplete until their BUILD.
       self._unbuilt[id(made)] = made
     return made
 
@@ -490,7 +500,8 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     return data
 
   def _length(self, fmt: str) -> int:
-    size = struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
+    length = _LENGTHS[fmt]
+    size = length.unpack(self.read(length.size))[0]
     if size < 0:
       raise pickle.UnpicklingError(f'negative byte count {size}')
     return size
@@ -533,7 +544,7 @@ _OPCODES = {
     pickle.LONG_BINGET: 'load_long_binget', pickle.DUP: 'load_dup',
     pickle.SETITEM: 'load_setitem', pickle.SETITEMS: 'load_setitems',
     pickle.APPEND: 'load_append', pickle.APPENDS: 'load_appends', pickle.ADDITEMS: 'load_additems',
-    pickle.BINBYTES: 'load_binbytes', pickle.BINBYTES8: 'load_binbytes8',
+    pickle.GLOBAL: 'load_global', pickle.BINBYTES: 'load_binbytes', pickle.BINBYTES8: 'load_binbytes8',
     pickle.BYTEARRAY8: 'load_bytearray8', pickle.BINUNICODE: 'load_binunicode',
     pickle.BINUNICODE8: 'load_binunicode8', pickle.BINSTRING: 'load_binstring',
     pickle.LONG4: 'load_long4', pickle.FRAME: 'load_frame',
