@@ -37,7 +37,7 @@ GROUPS_IN_FLIGHT = PARSE_PARALLELISM + 2
 # Blocks alive at once: the pieces being assembled, the block map's concatenation and its permuted
 # copy, one block prefetched, and at the consumer the block read and the previous one (the last
 # batch handed out is a view into it). Cached row blocks: BLOCK_WORKERS being drawn and gathered,
-# and the consumer's two.
+# one being cut into batches by a thread, one queued, and the consumer's two.
 BLOCKS_IN_FLIGHT = 6
 # Cached row blocks made at once (streams.row_blocks): their draw and takes release the GIL.
 BLOCK_WORKERS = 2

@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -105,6 +105,7 @@ class RowGather:
     self._unit_columns = dict(unit_columns)  # Unit field path -> cache column path.
     self._dataset_index = dataset_index
     self.spec = {path: caches[0].spec[column] for path, column in unit_columns.items()}
+    self._columns: Optional[list[dict[str, np.ndarray]]] = None  # The memory maps, once opened.
 
   def __call__(self, flat_block: dict[str, np.ndarray], order: np.ndarray) -> dict[str, np.ndarray]:
     permuted: dict[int, np.ndarray] = {}  # Fields holding the same array are permuted once.
@@ -118,16 +119,18 @@ class RowGather:
     dataset = permute(flat_block[self._dataset_index])
     out = {path: permute(value) for path, value in flat_block.items()
            if path not in self._unit_columns}
-    columns = [cache.columns() for cache in self._caches]
+    if self._columns is None:
+      self._columns = [cache.columns() for cache in self._caches]
+    columns = self._columns
     for path, column in self._unit_columns.items():
       rows = permute(flat_block[path])
       if len(columns) == 1:
-        out[path] = np.take(columns[0][column], rows, axis=0)
+        out[path] = columns[0][column].take(rows, axis=0)
         continue
       values = np.empty((len(rows), *self.spec[path].shape), self.spec[path].dtype.as_numpy_dtype)
       for i, dataset_columns in enumerate(columns):
         mine = dataset == i
-        values[mine] = np.take(dataset_columns[column], rows[mine], axis=0)
+        values[mine] = dataset_columns[column].take(rows[mine], axis=0)
       out[path] = values
     return out
 

@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from rlds_suite.core import read_ahead
 from rlds_suite.streams import budget as budget_lib
 from rlds_suite.streams import reading
 
@@ -70,11 +71,11 @@ class Stream:
 
   def numpy_batches(self) -> Iterator[Any]:
     """Batches as nested numpy arrays, sliced from the permuted blocks in numpy."""
-    if self.numpy_blocks is not None:
-      blocks = self.numpy_blocks()
-    else:
-      files = [f for group in self.files for f in group]
-      blocks = reading.numpy_groups(self.blocks, files, ', '.join(self.names))
+    if self.numpy_blocks is not None:  # Cut by a thread too: the consumer only takes batches.
+      lists = batch_lists(self.numpy_blocks(), self.batch_size, self.drop_remainder)
+      return itertools.chain.from_iterable(read_ahead.read_ahead(lists, depth=1, name='batches'))
+    files = [f for group in self.files for f in group]
+    blocks = reading.numpy_groups(self.blocks, files, ', '.join(self.names))
     return cut_batches(blocks, self.batch_size, self.drop_remainder)
 
 

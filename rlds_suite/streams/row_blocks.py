@@ -79,7 +79,8 @@ class UnitTable:
 
 
 class RowBlocks:
-  """Block index -> (block of row-index units tagged with dataset index and epoch, its order)."""
+  """Block index -> (block of row-index units tagged with dataset index and epoch, as flat
+  {field path: [units]} arrays, its order)."""
 
   def __init__(self, tables: Sequence[UnitTable], schedule: np.ndarray, *, repeat: bool,
                stop: bool, limits: Sequence[Optional[int]], epoch_seeds: Sequence[int],
@@ -194,15 +195,14 @@ class RowBlocks:
     size = len(flat[self._epoch])
     order = (np.random.default_rng([self._permute_seed, block]).permutation(size)
              if self._permute_seed is not None else np.arange(size, dtype=np.int64))
-    return nested.unflatten_paths(flat), order
+    return flat, order
 
   def values(self, gather: Callable[[dict, np.ndarray], dict]) -> Callable[[int], dict]:
     """Block index -> the block's flat values: its rows taken from the caches by `gather`
     (streams.cache.RowGather), which applies the block's permutation in the same take."""
 
     def block_values(block: int) -> dict[str, np.ndarray]:
-      rows, order = self(block)
-      return gather(nested.flatten_paths(rows), order)
+      return gather(*self(block))
 
     return block_values
 
