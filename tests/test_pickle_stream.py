@@ -4,6 +4,7 @@ import dataclasses
 import gc
 import io
 import pickle
+import re
 import sys
 import types
 from unittest import mock
@@ -116,3 +117,36 @@ def test_an_item_holding_an_array_without_its_data_is_refused():
   with pytest.raises(errors.UnsafePickleError, match='test.pkl: item 0 holds an array or dtype '
                                                      'made without its data'):
     _stream(b'\x80\x02](' + empty + b'K\x01e.')
+
+
+def _arrays_of_every_kind() -> list:
+  """Arrays numpy pickles with the opcodes the first pass steps over at once, and neighbours."""
+  arrays = [(np.arange(6) % 2).astype(dtype).reshape(shape)
+            for dtype in ('u1', '<f4', '>i8', 'c8', '?')
+            for shape in ((6,), (2, 3), (1, 2, 3), (1, 1, 2, 3))]
+  arrays += [np.array(5), np.zeros((0,)), np.zeros((300, 2)), np.arange(6).reshape(2, 3).T,
+             np.asfortranarray(np.ones((2, 3))), np.array(['ab', 'c']),
+             np.array([np.datetime64('2020-01-01')]), np.array([{'x': 1}, None], dtype=object)]
+  return arrays
+
+
+@pytest.mark.parametrize('protocol', [2, 3, 4, 5])
+@pytest.mark.parametrize('memo', [True, False])
+def test_array_shortcut_finds_the_same_item_ends_as_the_opcode_walk(protocol, memo):
+  """The first pass steps over each numpy array's opcodes at once; item ends (opcode indices)
+  must equal those of the opcode-by-opcode walk, and the items those of pickle.load."""
+  data = [[a, {'a': a, 'b': [a, a]}] for a in _arrays_of_every_kind()] + _arrays_of_every_kind()
+  buffer = io.BytesIO()
+  pickler = pickle.Pickler(buffer, protocol=protocol)
+  pickler.fast = not memo
+  pickler.dump(data)
+  stream = buffer.getvalue()
+  ends = pickle_stream._item_ends(io.BytesIO(stream), 'x', None)  # pylint: disable=protected-access
+  with mock.patch.object(pickle_stream, '_ARRAY', re.compile(b'(?!)')):
+    assert pickle_stream._item_ends(io.BytesIO(stream), 'x', None) == ends  # pylint: disable=protected-access
+  found = _stream(stream)
+  assert len(found) == len(data)
+  for got, want in zip(found, pickle.loads(stream)):
+    got, want = (got, want) if isinstance(want, list) else ([got], [want])
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[0].dtype == want[0].dtype and got[0].flags.f_contiguous == want[0].flags.f_contiguous

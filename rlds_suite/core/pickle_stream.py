@@ -16,6 +16,7 @@ import dataclasses
 import io
 import pickle
 import pickletools
+import re
 from typing import IO, Any, Callable, Iterator, Optional
 
 import numpy as np
@@ -109,6 +110,48 @@ _SCAN = _scan_table()
 _LOOKAHEAD = 16  # An opcode and its fixed argument or length prefix (at most 9 bytes) fit.
 
 
+def _array_pattern() -> re.Pattern:
+  """The opcodes numpy pickles an array with (protocols 2-4, with or without a memo), from
+  `_reconstruct` up to the data of its state: `_reconstruct(ndarray, (0,), b'b')`, then
+  MARK 1 shape dtype fortran data, with the dtype made (numpy.dtype(typestr, align, copy) and its
+  BUILD) or fetched from the memo. Whatever the memo holds, these opcodes push one slot (the
+  array) and open one mark level holding five, so the first pass steps over them at once."""
+  def put(name: str) -> bytes:
+    return rb'(?P<%s>q.|r.{4}|\x94)?' % name.encode()
+  ref = rb'(?:c[^\n]{1,64}\n[^\n]{1,64}\n|h.|j.{4})'
+  integer = rb'(?:K.|M..|J.{4})'
+  text = rb'X\x01\x00\x00\x00.|X\x02\x00\x00\x00..|X\x03\x00\x00\x00...|\x8c\x01.|\x8c\x02..|\x8c\x03...'
+  flag = rb'\x88|\x89|K[\x00\x01]'
+  return re.compile(b''.join((
+      ref, put('p0'), ref, put('p1'), rb'(?:(?P<zero>K\x00\x85)|h.|j.{4})', put('p2'),
+      rb'(?:C\x01b|h.|j.{4})', put('p3'), rb'\x87', put('p4'), rb'R', put('p5'),
+      rb'\(K\x01(?P<shape>\)|', integer, rb'\x85|', integer, rb'{2}\x86|', integer, rb'{3}\x87)',
+      put('p6'),
+      rb'(?:(?P<dget>h.|j.{4})|', ref, put('p7'), rb'(?:', text, rb')', put('p8'),
+      rb'(?:', flag, rb')(?:', flag, rb')\x87', put('p9'), rb'R', put('p10'),
+      rb'\(K\x03(?:X\x01\x00\x00\x00.|\x8c\x01.|h.|j.{4})', put('p11'),
+      rb'NNN', integer, rb'{3}t', put('p12'), rb'b)',
+      rb'[\x88\x89](?P<data>C.|B.{4}|\x8e.{8})')), re.DOTALL)
+
+
+_ARRAY = _array_pattern()
+_ARRAY_PUTS = tuple(f'p{i}' for i in range(13))
+_ARRAY_START = frozenset(b'chj')  # GLOBAL, BINGET, LONG_BINGET.
+_INTEGER_SIZE = {ord('K'): 2, ord('M'): 3, ord('J'): 5}
+
+
+def _array_ops(match: re.Match) -> tuple[int, int]:
+  """(opcodes in an `_ARRAY` match, index among them of the REDUCE that makes the array)."""
+  puts = [name is not None for name in match.group(*_ARRAY_PUTS)]
+  reduce_at = 5 + (match.group('zero') is not None) + sum(puts[:5])
+  shape, integers, at = match.group('shape'), 0, 0
+  while at < len(shape) - 1:
+    at += _INTEGER_SIZE[shape[at]]
+    integers += 1
+  dtype = 1 if match.group('dget') is not None else 17
+  return reduce_at + 1 + sum(puts[5:]) + 2 + integers + 1 + dtype + 2, reduce_at
+
+
 def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
   """Indices of the opcodes that complete an item of the first list (a static stack walk).
 
@@ -134,6 +177,24 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
         pos, end = 0, len(buf)
       index += 1
       code = buf[pos]  # IndexError at the end of the data: truncated.
+      if code in _ARRAY_START:
+        array = _ARRAY.match(buf, pos)
+        if array is not None:  # A whole array but its data's bytes.
+          ops, reduce_at = _array_ops(array)
+          data = array.group('data')
+          claim = int.from_bytes(data[1:], 'little')
+          index += ops - 1
+          if max_bytes is not None and claim > max_bytes:
+            raise errors.CorruptFileError(f'opcode {index} claims {claim} bytes, more than the '
+                                          f'{max_bytes} the pickle stream can hold', path=source)
+          level.append(index - ops + 1 + reduce_at)
+          levels.append([index] * 5)
+          level = levels[-1]
+          pos = array.end() + claim
+          if pos > end:
+            left, buf, pos, end = pos - end, b'', 0, 0
+            _skip(read, left)
+          continue
       kind, size, signed, pops, pushes, special = table[code]  # KeyError: not an opcode.
       if kind == _FIXED_ARG:
         pos += size
@@ -145,11 +206,7 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
         pos += 1 + size + max(claim, 0)
         if pos > end:  # An argument past the buffer (up to gigabytes): skipped in chunks.
           left, buf, pos, end = pos - end, b'', 0, 0
-          while left:
-            chunk = len(read(min(left, _SCAN_CHUNK)))
-            if not chunk:
-              raise IndexError
-            left -= chunk
+          _skip(read, left)
       else:
         pos = _skip_lines(buf, pos + 1, size)
         if pos < 0:  # A line past the buffer: read on until it ends.
@@ -192,6 +249,15 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
   if target is None:
     raise errors.SchemaError('expected a pickled list, found none', path=source)
   return ends
+
+
+def _skip(read, size: int) -> None:
+  """Reads past `size` bytes in chunks; IndexError when the data ends first."""
+  while size:
+    chunk = len(read(min(size, _SCAN_CHUNK)))
+    if not chunk:
+      raise IndexError
+    size -= chunk
 
 
 def _skip_lines(buf: bytes, pos: int, count: int) -> int:
