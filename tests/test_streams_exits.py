@@ -93,14 +93,18 @@ def test_corrupt_shard_is_named_at_the_tf_data_exit(tmp_path):
   assert reading.SHORT_SHARD in raised.value.message
 
 
-def test_a_stream_left_open_at_interpreter_exit_prints_nothing(directory):
-  """A numpy exit's generator closed at interpreter exit must not print 'Exception ignored'."""
+@pytest.mark.parametrize('cached', [False, True])
+def test_a_stream_left_open_at_interpreter_exit_prints_nothing(directory, tmp_path, cached):
+  """A numpy exit's generator closed at interpreter exit must not print 'Exception ignored'; a
+  cached stream's block threads end with it."""
+  cache_dir = repr(str(tmp_path / 'cache')) if cached else None
   script = ('import sys; from rlds_suite import streams; '
-            's = streams.stream([sys.argv[1]], batch_size=2, seed=0); '
+            f's = streams.stream([sys.argv[1]], batch_size=2, seed=0, cache_dir={cache_dir}); '
             'batches = streams.as_numpy(s); next(batches)')
   done = subprocess.run([sys.executable, '-c', script, str(directory)], capture_output=True,
-                        text=True, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, check=True)
-  assert 'Exception ignored' not in done.stderr, done.stderr
+                        text=True, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, check=True,
+                        timeout=120)
+  assert 'Exception ignored' not in done.stderr and 'Traceback' not in done.stderr, done.stderr
 
 
 def test_no_deprecation_warnings_from_streams(directory, caplog):
