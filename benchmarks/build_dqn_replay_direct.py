@@ -11,19 +11,32 @@ process whose process tree's summed RSS is sampled every 0.1 s (workers included
           1024-row blocks, no writing: the issue's floor
   isal    the same with ISA-L's gunzip (isal.igzip, what the reader inflates with): ~2.5x faster,
           so the stricter floor
-  png     isal, plus PNG-encoding every frame as the dataset stores it (compression.png_rows),
-          still no writing: the least work that yields the declared output, on one core
+  png     isal, plus PNG-encoding every frame as the dataset stores it (compression.png_rows with
+          the builds' setting, episode_wire.png_encoder), still no writing: the least work that
+          yields the declared output, on one core
   direct  the dqn_replay builder with beam=False: rlds_suite.tfds.writing (batch-per-field wire
-          serialization in --workers processes, resumable shards)
+          serialization in --workers processes, resumable shards); PNG frames at ISA-L level 0
+          (compression.BUILD)
+  direct-l1  the same, frames deflated at ISA-L level 1 as recordings do (compression.RECORDING):
+          what builds did before; shows the speed bought by the larger dataset it prints
   tfds    the same builder with TFDS's own writer (per-example encoding, shuffle buffer), the path
           the issue measured at 1,560 rows/s; only at --tfds_rows (it takes ~10 min per 1M rows)
-Rounds alternate the kinds; medians [min..max] over rounds; ratios are paired by round.
+Rounds alternate the kinds; medians [min..max] over rounds; ratios are paired by round. Each
+build's dataset size (every file under its data_dir) is printed beside its rate.
 
-Measured (--rows 1000000 --rounds 2 --tfds_rows, 2 shared cores at load 12-22): floor 25,968
-rows/s [20,603..31,333], isal 82,742 [75,347..90,138], png 5,269 [4,635..5,903], direct 4,522
-[4,504..4,540] (process tree 775 MiB, +14 MiB last third vs middle); direct / floor 0.18x
-[0.14..0.22] (target 0.5x: not met), / isal 0.055x, / png 0.87x [0.76..0.98]. What bounds direct
-is the dataset's own PNG deflate (over half of its CPU); see the README's build section.
+Measured (--rows 1000000 --rounds 2 --tfds_rows, 2 shared cores at load 1.3-3.5): floor 117,166
+rows/s [92,737..141,595], isal 337,546 [280,699..394,393], png 42,140 [41,971..42,309], direct
+28,201 [27,761..28,641] (process tree 781 MiB [763..800], +5 MiB [0..9] last third vs middle;
+dataset 2,898 MiB), direct-l1 20,569 [17,708..23,429] (752 MiB; dataset 2,000 MiB). direct /
+floor 0.25x [0.20..0.30] (target 0.5x: not met), / isal 0.086x, / png 0.67x [0.66..0.68], /
+direct-l1 1.40x [1.18..1.62] for a 1.45x larger dataset. Where a direct build's CPU goes (one
+1M build, load 3-4, getrusage): 32 s of CPU for 35 s wall; the builder's process 17 s (TensorFlow
+import and the builder 4.4 s, provenance's sha256 of sources and dataset 2.3-5.4 s wall, then
+reading, ISA-L inflate, stitching episodes, copies into the workers' shared memory and TFRecord
+writes), the two encoder workers 15 s (PNG level-0 deflate ~11 us of a frame's ~15 us). The
+floor is one process of ~8.5 us of CPU per row; the build spends ~32 us per row, ~7 s of it in
+serial steps, so even two idle cores would put it near 0.45x. Earlier (level 1, load 12-22): direct / floor
+0.18x [0.14..0.22]. benchmarks/png_encoders.py has the encoder table behind the level.
 """
 
 from __future__ import annotations
@@ -56,7 +69,8 @@ def _isal_open() -> Callable[..., IO[bytes]]:
 
 def _png_rows() -> Callable[[np.ndarray], Any]:
   from rlds_suite.tfds import compression  # pylint: disable=g-import-not-at-top
-  return compression.png_rows
+  from rlds_suite.tfds import episode_wire  # pylint: disable=g-import-not-at-top
+  return lambda frames: compression.png_rows(frames, episode_wire.png_encoder)
 
 
 # Kind -> (its gunzip, its frame encoder).
@@ -93,6 +107,10 @@ def build(manual_dir: str, data_dir: str, kind: str, workers: int) -> int:
   builder = tfds.builder('dqn_replay/Pong-run1', data_dir=data_dir, beam=False)
   builder.tfds_writer = kind == 'tfds'
   builder.writer_workers = workers
+  if kind == 'direct-l1':  # Frames deflated as recordings deflate them (ISA-L level 1).
+    from rlds_suite.tfds import compression  # pylint: disable=g-import-not-at-top
+    from rlds_suite.tfds import episode_wire  # pylint: disable=g-import-not-at-top
+    episode_wire.png_encoder = compression.RECORDING
   # No Beam options: a non-Beam build needs none (building them imports Apache Beam, ~3 s).
   builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   return builder.info.splits['train'].num_examples
@@ -104,7 +122,9 @@ def child(kind: str, manual_dir: str, data_dir: str, workers: int) -> None:
     count = floor(manual_dir, *FLOORS[kind]())
   else:
     count = build(manual_dir, data_dir, kind, workers)
-  print(json.dumps({'seconds': time.perf_counter() - started, 'count': count}))
+  seconds = time.perf_counter() - started
+  written = sum(path.stat().st_size for path in pathlib.Path(data_dir).rglob('*') if path.is_file())
+  print(json.dumps({'seconds': seconds, 'count': count, 'bytes': written}))
 
 
 def measure(kind: str, manual_dir: pathlib.Path, workers: int) -> dict:
@@ -166,7 +186,8 @@ def main() -> None:
     if not dqn_replay_data.ready_file(args.out, rows, checkpoints).exists():
       dqn_replay_data.write_run(args.out, rows, checkpoints)
     total = rows * checkpoints
-    kinds = list(FLOORS) + ['direct'] + (['tfds'] if total in args.tfds_rows else [])
+    kinds = (list(FLOORS) + ['direct', 'direct-l1'] +
+             (['tfds'] if total in args.tfds_rows else []))
     results: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for _ in range(args.rounds):
       for kind in kinds:
@@ -174,9 +195,12 @@ def main() -> None:
     print(f'{dqn_replay_data.name(rows, checkpoints)} rows:')
     for kind in kinds:
       runs = results[kind]
-      print(f'  {kind:6s}: {spread([total / r["seconds"] for r in runs], ",.0f")} rows/s; '
+      written = (f'; dataset {spread([r["bytes"] / 2**20 for r in runs], ",.0f")} MiB'
+                 if runs[0]['bytes'] else '')
+      print(f'  {kind:9s}: {spread([total / r["seconds"] for r in runs], ",.0f")} rows/s; '
             f'process-tree peak {spread([r["peak_bytes"] / 2**20 for r in runs], ",.0f")} MiB; '
-            f'growth last third vs middle {spread([r["growth_bytes"] / 2**20 for r in runs], ",.0f")} MiB')
+            f'growth last third vs middle {spread([r["growth_bytes"] / 2**20 for r in runs], ",.0f")} MiB'
+            f'{written}')
     direct = results['direct']
     for baseline in kinds:
       if baseline == 'direct':

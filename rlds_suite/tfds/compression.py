@@ -8,17 +8,18 @@ a writer thread encodes while the environment steps.
 The PNG writer is the minimal standard file: IHDR, one IDAT holding every scanline, IEND. Any PNG
 decoder reads it; `tf.io.decode_png` (TFDS's `Image` decoder) returns the array exactly. A
 `PngEncoder` says how: recordings deflate at ISA-L level 1 (`RECORDING`), builds at level 0
-(`BUILD`): on Atari frames level 0 encodes 2-5x faster for PNGs 1.3-1.45x larger, which a build,
+(`BUILD`): on Atari frames level 0 encodes 1.7-3x faster for PNGs 1.3-1.45x larger, which a build,
 bound by encoding every frame of a million-row checkpoint, needs (issue 17's floor) and a
 recording, bound by the environment, does not. Both leave scanlines unfiltered: computed in numpy
 over a whole column the SUB and UP filters cost ~1 us per 84x84 frame, but on Atari frames they
-make PNGs larger at every ISA-L, libdeflate and zlib level (deflate already matches the rows above
-and runs of equal pixels); benchmarks/png_encoders.py has the table.
+make PNGs 2-29% larger at ISA-L levels 0-1 and save under 1% with libdeflate (deflate already
+matches the rows above and runs of equal pixels); benchmarks/png_encoders.py has the table.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import zlib
 
 from isal import isal_zlib
@@ -81,6 +82,9 @@ class PngEncoder:
           f'PNG encoder: library {self.library!r} (one of {sorted(_LEVELS)}) at level '
           f'{self.level} ({list(levels) or "no levels"}) with filter {self.scanline_filter!r} '
           f'(one of {sorted(FILTERS)})')
+    if self.library == 'libdeflate' and importlib.util.find_spec('deflate') is None:
+      raise errors.InvalidValueError(
+          "PNG encoder: library 'libdeflate' needs the `deflate` package (pip install deflate)")
 
 
 RECORDING = PngEncoder()
