@@ -81,7 +81,15 @@ def test_png_encoder_refuses_settings_it_does_not_have(settings_):
     compression.PngEncoder(**settings_)
 
 
-def test_libdeflate_encodes_the_same_pngs_when_installed():
+def test_libdeflate_without_its_package_is_refused_when_set(monkeypatch):
+  real_find_spec = compression.importlib.util.find_spec
+  monkeypatch.setattr(compression.importlib.util, 'find_spec',
+                      lambda name, *a: None if name == 'deflate' else real_find_spec(name, *a))
+  with pytest.raises(errors.InvalidValueError, match='pip install deflate'):
+    compression.PngEncoder('libdeflate', 1)
+
+
+def test_libdeflate_pngs_decode_exactly_when_installed():
   pytest.importorskip('deflate')
   images = np.random.default_rng(2).integers(0, 9, size=(4, 7, 6, 3)).astype(np.uint8)
   pngs = compression.png_rows(images, compression.PngEncoder('libdeflate', 6, 'up'))
