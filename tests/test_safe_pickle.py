@@ -163,6 +163,30 @@ def test_booleans_are_0_or_1():
     safe_pickle.loads(data.replace(b'\x01\x00\x01', b'\x02\x00\x01'))
 
 
+def test_large_boolean_arrays_are_0_or_1_too():
+  """Small boolean data is checked byte by byte, large data with numpy: both refuse a 2."""
+  for size in (1, 4095, 4096, 10000):
+    values = np.zeros(size, bool)
+    values[-1] = True
+    data = pickle.dumps(values, protocol=3)
+    assert safe_pickle.loads(data).tolist() == values.tolist()
+    last = data.rindex(values.tobytes()) + size - 1
+    with pytest.raises(errors.CorruptFileError, match='bytes other than 0 and 1'):
+      safe_pickle.loads(data[:last] + b'\x02' + data[last + 1:])
+
+
+def test_a_dtype_state_accepted_once_does_not_vouch_for_an_equal_state_of_other_types():
+  """Dtypes are kept by their pickled state, so arrays pickled without a memo are cheap: a state
+  equal in value but not in types (item size -1.0 for -1) is still refused."""
+  data = pickle.dumps(np.zeros(3, 'u1'), protocol=3)
+  minus_one = b'J\xff\xff\xff\xff'
+  assert data.count(minus_one) == 2  # Item size and alignment, both -1.
+  assert safe_pickle.loads(data).tolist() == [0, 0, 0]  # Now kept.
+  crafted = data.replace(minus_one, b'G' + struct.pack('>d', -1.0), 1)
+  with pytest.raises(errors.UnsafePickleError, match='item size -1.0'):
+    safe_pickle.loads(crafted)
+
+
 @pytest.mark.parametrize('protocol', range(6))
 def test_numpy_values_round_trip_exactly(protocol):
   values = [np.arange(6, dtype='>i4').reshape(2, 3), np.asfortranarray(np.eye(3, dtype=np.float16)),

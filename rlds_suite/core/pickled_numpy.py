@@ -44,7 +44,7 @@ def new_dtype(typestr: Any, align: Any = False, copy: Any = True) -> PendingDTyp
   """`numpy.dtype(typestr, align, copy)` as pickled; the dtype itself is made at BUILD."""
   if not isinstance(typestr, str) or not _TYPESTR.match(typestr):
     raise errors.UnsafePickleError(f'refusing dtype {typestr!r}: not a plain numpy type string')
-  if not all(isinstance(flag, (bool, int)) for flag in (align, copy)):
+  if not (isinstance(align, int) and isinstance(copy, int)):  # bool is an int.
     raise errors.UnsafePickleError(f'refusing dtype arguments {align!r}, {copy!r}')
   return PendingDType(typestr)
 
@@ -53,8 +53,26 @@ def build_dtype(pending: PendingDType, state: Any) -> np.dtype:
   """The dtype `pending` and its pickled state describe, made by numpy's constructor.
 
   Structured and subarray dtypes are refused (no supported format pickles them), and so is an
-  object dtype with anything but the default layout.
+  object dtype with anything but the default layout. Pickles without a memo describe every
+  array's dtype again: what was accepted is kept, by the exact types and values of the state.
   """
+  try:
+    key = (pending.typestr, state, tuple(map(type, state)))
+    return _BUILT[key]
+  except (KeyError, TypeError):  # Not seen, or not a tuple of hashable values.
+    pass
+  dtype = _build_dtype(pending.typestr, state)
+  if type(state) is tuple and len(_BUILT) < _BUILT_MAX and all(
+      type(value) in (int, str, type(None)) for value in state):
+    _BUILT[(pending.typestr, state, tuple(map(type, state)))] = dtype
+  return dtype
+
+
+_BUILT: dict[tuple, np.dtype] = {}
+_BUILT_MAX = 256
+
+
+def _build_dtype(typestr: str, state: Any) -> np.dtype:
   if not isinstance(state, tuple) or len(state) not in (8, 9) or state[0] not in (3, 4):
     raise errors.UnsafePickleError(f'refusing dtype state {short(state)}')
   byte_order, subarray, names, fields, elsize = state[1:6]
@@ -63,7 +81,6 @@ def build_dtype(pending: PendingDType, state: Any) -> np.dtype:
   if subarray is not None or names is not None or fields is not None:
     raise errors.UnsafePickleError('refusing a structured or subarray dtype: no supported format '
                                    'pickles one')
-  typestr = pending.typestr
   if typestr[0] in 'Mm':
     typestr += _datetime_unit(state[8] if len(state) == 9 else None)
   dtype = np.dtype(typestr)
@@ -153,11 +170,12 @@ def _check_dtype(dtype: Any) -> None:
 
 def _size(shape: Any) -> int:
   """The number of items of `shape`: a tuple of non-negative ints."""
-  if (not isinstance(shape, tuple) or len(shape) > 32 or
-      not all(type(d) is int and 0 <= d < _MAX_DIM for d in shape)):
+  if not isinstance(shape, tuple) or len(shape) > 32:
     raise errors.UnsafePickleError(f'refusing array shape {short(shape)}')
   size = 1
   for d in shape:
+    if type(d) is not int or not 0 <= d < _MAX_DIM:
+      raise errors.UnsafePickleError(f'refusing array shape {short(shape)}')
     size *= d
   if size >= _MAX_DIM:
     raise errors.UnsafePickleError(f'refusing array shape {shape}: too many items')
@@ -172,7 +190,9 @@ def _check_data(data: Any, nbytes: int, dtype: np.dtype) -> None:
   if len(data) != nbytes:
     raise errors.CorruptFileError(f'array data has {len(data)} bytes, its shape and dtype {dtype} '
                                   f'need {nbytes}')
-  if dtype.kind == 'b' and nbytes and np.frombuffer(data, np.uint8).max() > 1:
+  if dtype.kind == 'b' and nbytes and (
+      data.translate(None, b'\x00\x01') if nbytes < 4096 else
+      np.frombuffer(data, np.uint8).max() > 1):
     raise errors.CorruptFileError('boolean array data holds bytes other than 0 and 1')
 
 
