@@ -44,8 +44,9 @@ def iter_list_items(open_stream: Callable[[], IO[bytes]], *, source: str,
   with open_stream() as f:
     ends = _item_ends(f, source, max_bytes)
   with open_stream() as f:
-    yield from _StreamingUnpickler(io.BufferedReader(f, _BUFFER), source=source,
-                                   max_bytes=max_bytes).items(ends)
+    if not isinstance(f, io.BufferedReader):  # A second buffer would copy every byte once more.
+      f = io.BufferedReader(f, _BUFFER)
+    yield from _StreamingUnpickler(f, source=source, max_bytes=max_bytes).items(ends)
 
 
 _BUFFER = 1 << 20  # Read-ahead, so that each opcode's small reads stay in C.
@@ -137,19 +138,16 @@ def _array_pattern() -> re.Pattern:
 _ARRAY = _array_pattern()
 _ARRAY_PUTS = tuple(f'p{i}' for i in range(13))
 _ARRAY_START = frozenset(b'chj')  # GLOBAL, BINGET, LONG_BINGET.
-_INTEGER_SIZE = {ord('K'): 2, ord('M'): 3, ord('J'): 5}
+_TUPLE_SIZE = {ord(')'): 0, 0x85: 1, 0x86: 2, 0x87: 3}  # EMPTY_TUPLE, TUPLE1, TUPLE2, TUPLE3.
 
 
 def _array_ops(match: re.Match) -> tuple[int, int]:
   """(opcodes in an `_ARRAY` match, index among them of the REDUCE that makes the array)."""
-  puts = [name is not None for name in match.group(*_ARRAY_PUTS)]
-  reduce_at = 5 + (match.group('zero') is not None) + sum(puts[:5])
-  shape, integers, at = match.group('shape'), 0, 0
-  while at < len(shape) - 1:
-    at += _INTEGER_SIZE[shape[at]]
-    integers += 1
+  puts = match.group(*_ARRAY_PUTS)
+  reduce_at = 5 + (match.group('zero') is not None) + 5 - puts[:5].count(None)
+  integers = _TUPLE_SIZE[match.group('shape')[-1]]
   dtype = 1 if match.group('dget') is not None else 17
-  return reduce_at + 1 + sum(puts[5:]) + 2 + integers + 1 + dtype + 2, reduce_at
+  return reduce_at + 1 + 8 - puts[5:].count(None) + 2 + integers + 1 + dtype + 2, reduce_at
 
 
 def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
