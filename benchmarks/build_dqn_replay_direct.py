@@ -24,19 +24,25 @@ process whose process tree's summed RSS is sampled every 0.1 s (workers included
 Rounds alternate the kinds; medians [min..max] over rounds; ratios are paired by round. Each
 build's dataset size (every file under its data_dir) is printed beside its rate.
 
-Measured (--rows 1000000 --rounds 2 --tfds_rows, 2 shared cores at load 1.3-3.5): floor 117,166
-rows/s [92,737..141,595], isal 337,546 [280,699..394,393], png 42,140 [41,971..42,309], direct
-28,201 [27,761..28,641] (process tree 781 MiB [763..800], +5 MiB [0..9] last third vs middle;
-dataset 2,898 MiB), direct-l1 20,569 [17,708..23,429] (752 MiB; dataset 2,000 MiB). direct /
-floor 0.25x [0.20..0.30] (target 0.5x: not met), / isal 0.086x, / png 0.67x [0.66..0.68], /
-direct-l1 1.40x [1.18..1.62] for a 1.45x larger dataset. Where a direct build's CPU goes (one
-1M build, load 3-4, getrusage): 32 s of CPU for 35 s wall; the builder's process 17 s (TensorFlow
-import and the builder 4.4 s, provenance's sha256 of sources and dataset 2.3-5.4 s wall, then
-reading, ISA-L inflate, stitching episodes, copies into the workers' shared memory and TFRecord
-writes), the two encoder workers 15 s (PNG level-0 deflate ~11 us of a frame's ~15 us). The
-floor is one process of ~8.5 us of CPU per row; the build spends ~32 us per row, ~7 s of it in
-serial steps, so even two idle cores would put it near 0.45x. Earlier (level 1, load 12-22): direct / floor
-0.18x [0.14..0.22]. benchmarks/png_encoders.py has the encoder table behind the level.
+Measured (--rows 1000000 --rounds 2 --tfds_rows, 2 shared cores, two runs at load 1.3-3.5 and
+2.9-3.7): floor 117,166 rows/s [92,737..141,595] and 131,647 [124,468..138,826], isal 337,546
+and 405,916, png 42,140 [41,971..42,309] and 54,433 [45,274..63,592], direct 28,201
+[27,761..28,641] and 35,110 [31,612..38,608] (process tree 781 and 783 MiB, +5 and +11 MiB last
+third vs middle; dataset 2,898 MiB), direct-l1 20,569 [17,708..23,429] and 28,165
+[27,884..28,445] (752 and 747 MiB; dataset 2,000 MiB). direct / floor 0.25x [0.20..0.30] and
+0.27x [0.23..0.31] (target 0.5x: not met), / isal 0.086x and 0.087x, / png 0.67x and 0.68x, /
+direct-l1 1.40x [1.18..1.62] and 1.25x [1.11..1.38] for a 1.45x larger dataset. Earlier (level 1
+for builds, load 12-22): direct / floor 0.18x [0.14..0.22].
+
+Where the time goes (one 1M build, load ~3): 32 s of CPU (getrusage), the builder's process 17 s
+(TensorFlow import and the builder 4.4 s), the two encoder workers 15 s (PNG level-0 deflate ~11
+us of a frame's ~15 us). The builder's process is now the critical path: cProfile of its main
+thread over a 27 s build: 6.9 s waiting, TFRecord writes and fsync 5.3 s (2.9 GB), joining the
+reader's row blocks 2.8 s, provenance's sha256 of sources and dataset 2.4 s, placing rows into
+episodes 2.4 s, copying each batch into the workers' shared memory 2.2 s. The floor is one
+process of ~8 us per row; the builder's process alone is ~17 us per row, so faster encoding can
+no longer reach 0.5x: fewer copies of the frames in that process can. benchmarks/png_encoders.py
+has the encoder table behind the level.
 """
 
 from __future__ import annotations
