@@ -4,6 +4,7 @@ import dataclasses
 import gc
 import io
 import pickle
+import pickletools
 import re
 import sys
 import types
@@ -150,3 +151,40 @@ def test_array_shortcut_finds_the_same_item_ends_as_the_opcode_walk(protocol, me
     got, want = (got, want) if isinstance(want, list) else ([got], [want])
     np.testing.assert_array_equal(got[0], want[0])
     assert got[0].dtype == want[0].dtype and got[0].flags.f_contiguous == want[0].flags.f_contiguous
+
+
+def _array_item_list(protocol: int = 3, memo: bool = False) -> bytes:
+  buffer = io.BytesIO()
+  pickler = pickle.Pickler(buffer, protocol=protocol)
+  pickler.fast = not memo
+  pickler.dump([np.full((2, 2), 7, np.uint8), np.full((2, 2), 8, np.uint8)])
+  return buffer.getvalue()
+
+
+def test_array_shortcut_vouches_for_nothing_it_steps_over():
+  """The first pass steps over an array's opcodes by their shape alone; the second pass still
+  checks each: a foreign global in `_reconstruct`'s place, a dtype fetched from the memo that is
+  not a dtype, a data length past the bound."""
+  data = _array_item_list()
+  reconstruct = data[data.index(b'cnumpy'):data.index(b'\n_reconstruct\n') + 14]
+  evil = data.replace(reconstruct, b'cos\nsystem\n', 1)
+  assert pickle_stream._ARRAY.match(evil, evil.index(b'cos\n'))  # pylint: disable=protected-access
+  with pytest.raises(errors.UnsafePickleError, match='test.pkl: refusing to load global os.system'):
+    _stream(evil)
+  memoized = _array_item_list(memo=True)
+  ops = list(pickletools.genops(memoized))
+  dtype_get = [pos for (op, _, pos), (after, _, _) in zip(ops, ops[1:])
+               if op.name == 'BINGET' and after.name == 'NEWFALSE']
+  assert len(dtype_get) == 1  # The second array fetches the first one's dtype.
+  at = dtype_get[0]
+  not_a_dtype = memoized[:at] + b'h\x02' + memoized[at + 2:]  # Memo 2: numpy.ndarray.
+  assert pickle_stream._ARRAY.match(not_a_dtype, not_a_dtype.rindex(b'h\x01', 0, at))  # pylint: disable=protected-access
+  with pytest.raises(errors.UnsafePickleError, match='test.pkl: expected a numpy dtype'):
+    _stream(not_a_dtype)
+  claim = data.replace(b'C\x04\x07\x07\x07\x07', b'\x8e' + (1 << 40).to_bytes(8, 'little'), 1)
+  with pytest.raises(errors.CorruptFileError, match='test.pkl: opcode .* claims 1099511627776 '
+                                                    'bytes, more than the 1000'):
+    list(pickle_stream.iter_list_items(lambda: io.BytesIO(claim), source='test.pkl',
+                                       max_bytes=1000))
+  with pytest.raises(errors.CorruptFileError, match='test.pkl'):  # No bound: truncated.
+    _stream(claim)
