@@ -36,10 +36,11 @@ PARSE_PARALLELISM = 2  # Groups parsed at once.
 GROUPS_IN_FLIGHT = PARSE_PARALLELISM + 2
 # Blocks alive at once: the pieces being assembled, the block map's concatenation and its permuted
 # copy, one block prefetched, and at the consumer the block read and the previous one (the last
-# batch handed out is a view into it). Cached row blocks: BLOCK_WORKERS being drawn and gathered,
-# one being cut into batches by a thread, one queued, and the consumer's two.
+# batch handed out is a view into it). Cached row blocks: at the numpy exit one being drawn,
+# gathered and cut by a thread, one queued and the consumer's two; at the tf.data exit
+# BLOCK_WORKERS in the block map, one prefetched and the rebatch's.
 BLOCKS_IN_FLIGHT = 6
-# Cached row blocks made at once (streams.row_blocks): their draw and takes release the GIL.
+# Cached row blocks made at once by the tf.data exit's map (streams.row_blocks).
 BLOCK_WORKERS = 2
 # Measured: peak RSS over the counted buffers reached ~35% of them for 84x84x4 transitions on two
 # loaded cores (tf.data's autotuned threads, decode temporaries, allocator slack).

@@ -111,9 +111,9 @@ class RowGather:
     permuted: dict[int, np.ndarray] = {}  # Fields holding the same array are permuted once.
 
     def permute(value):
-      if id(value) not in permuted:  # A constant (one dataset's index, one epoch) stays as it is.
-        constant = value.size and value[0] == value[-1] and not np.any(value != value[0])
-        permuted[id(value)] = value if constant else value[order]
+      if id(value) not in permuted:  # A constant (zero stride: one dataset, one epoch) is filled.
+        permuted[id(value)] = (np.full(len(value), value[0], value.dtype) if value.size and not value.strides[0]
+                               else value[order])
       return permuted[id(value)]
 
     dataset = permute(flat_block[self._dataset_index])
@@ -122,8 +122,12 @@ class RowGather:
     if self._columns is None:
       self._columns = [cache.columns() for cache in self._caches]
     columns = self._columns
+    row_indices: dict[int, np.ndarray] = {}  # As intp, once per array (take casts per call).
     for path, column in self._unit_columns.items():
-      rows = permute(flat_block[path])
+      value = flat_block[path]
+      if id(value) not in row_indices:
+        row_indices[id(value)] = permute(value).astype(np.intp, copy=False)
+      rows = row_indices[id(value)]
       if len(columns) == 1:
         out[path] = columns[0][column].take(rows, axis=0)
         continue

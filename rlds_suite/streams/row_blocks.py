@@ -16,8 +16,6 @@ and `pipeline._truncate` do for streams read from files.
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
 import dataclasses
 import itertools
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -158,7 +156,7 @@ class RowBlocks:
       within = offset - int(before[lo])
       rows.append((base[within:within + take] + np.arange(offset, offset + take)).astype(
           table.index_type, copy=False))
-      epochs.append(np.full(take, epoch, np.int64))
+      epochs.append(np.broadcast_to(np.int64(epoch), (take,)))  # Constant: RowGather fills it.
       start, count = start + take, count - take
     if not rows:
       return np.zeros(0, self._tables[i].index_type), np.zeros(0, np.int64)
@@ -189,9 +187,10 @@ class RowBlocks:
       if offset not in shifted:
         shifted[offset] = first + first.dtype.type(offset)
       flat[path] = shifted[offset]
-    flat[self._dataset_index] = np.concatenate(
-        [np.full(len(units), i, np.int32) for i, units, _ in pieces])
-    flat[self._epoch] = np.concatenate([epochs for _, _, epochs in pieces])
+    indices = [np.broadcast_to(np.int32(i), (len(units),)) for i, units, _ in pieces]
+    flat[self._dataset_index] = indices[0] if len(pieces) == 1 else np.concatenate(indices)
+    flat[self._epoch] = pieces[0][2] if len(pieces) == 1 else np.concatenate(
+        [epochs for _, _, epochs in pieces])
     size = len(flat[self._epoch])
     order = (np.random.default_rng([self._permute_seed, block]).permutation(size)
              if self._permute_seed is not None else np.arange(size, dtype=np.int64))
@@ -207,14 +206,12 @@ class RowBlocks:
     return block_values
 
   def numpy_blocks(self, gather: Callable[[dict, np.ndarray], dict]) -> Iterator[Any]:
-    """Every block's nested values, in order (the numpy exit: no tf.data element), drawn and
-    gathered budget.BLOCK_WORKERS blocks at a time by threads: the permutation and the takes are
-    numpy that releases the GIL, and a block is a pure function of its index, so blocks b and b + 1
-    are made side by side while the consumer cuts the one before."""
+    """Every block's nested values, in order (the numpy exit: no tf.data element). The exit
+    draws, gathers and cuts them in one thread ahead of the consumer (`exits.Stream`): with the
+    cores busy, more threads (blocks made two at a time) cost more CPU a step than they overlap."""
     values = self.values(gather)
     indices = itertools.count() if self.num_blocks is None else range(self.num_blocks)
-    return _ordered(lambda index: nested.unflatten_paths(values(index)), indices,
-                    budget.BLOCK_WORKERS)
+    return (nested.unflatten_paths(values(index)) for index in indices)
 
   def dataset(self, gather: Callable[[dict, np.ndarray], dict],
               spec: dict[str, tf.TensorSpec]) -> tf.data.Dataset:
@@ -237,18 +234,3 @@ class RowBlocks:
 
     return indices.map(read, num_parallel_calls=budget.BLOCK_WORKERS, deterministic=True)
 
-
-def _ordered(make: Callable[[int], Any], indices: Iterator[int], workers: int) -> Iterator[Any]:
-  """`make(index)` for each index, in order, up to `workers` made at once by threads. Errors
-  arrive in order; closing the iterator cancels what has not started."""
-  pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix='row-blocks')
-  try:
-    pending: collections.deque = collections.deque()
-    for index in indices:
-      pending.append(pool.submit(make, index))
-      if len(pending) >= workers:
-        yield pending.popleft().result()
-    while pending:
-      yield pending.popleft().result()
-  finally:
-    pool.shutdown(wait=True, cancel_futures=True)
