@@ -83,17 +83,18 @@ def local_dask_cluster(num_workers: int) -> Iterator[str]:
 
 @contextlib.contextmanager
 def options_for(runner: str = 'direct', num_workers: int = 2,
-                flags: Sequence[str] = ()) -> Iterator[Any]:
-  """Pipeline options for `runner`: 'direct' or 'dask' (on a LocalCluster while in the block) with
-  `num_workers` workers, or another Beam runner by name ('DataflowRunner', 'FlinkRunner',
-  'SparkRunner', 'PortableRunner'), configured by its `flags`."""
+                flags: Sequence[str] = ()) -> Iterator[Callable[[], Any]]:
+  """A function making the pipeline options for `runner` (Apache Beam is imported when it is
+  called: `datasets.build` calls it only for a builder that needs Beam): 'direct' or 'dask' (on a
+  LocalCluster while in the block) with `num_workers` workers, or another Beam runner by name
+  ('DataflowRunner', 'FlinkRunner', 'SparkRunner', 'PortableRunner'), configured by its `flags`."""
   if runner == 'dask':
     with local_dask_cluster(num_workers) as address:
-      yield dask_options(address, flags)
+      yield lambda: dask_options(address, flags)
   elif runner == 'direct':
-    yield direct_options(num_workers, flags)
+    yield lambda: direct_options(num_workers, flags)
   else:
-    yield runner_options(flags, runner=runner)
+    yield lambda: runner_options(flags, runner=runner)
 
 
 def download_config(manual_dir: Optional[str] = None, num_workers: int = 2,
@@ -390,6 +391,12 @@ class WorkerWrittenBuilder:
   """
   beam_log_path: Optional[str] = None
   beam_workers: int = 2
+  _beam: bool = True  # Builders with a non-Beam mode set it from their `beam` argument.
+
+  @property
+  def uses_beam(self) -> bool:
+    """Whether this build runs a Beam pipeline."""
+    return self._beam
 
   def _generate_splits(self, dl_manager: Any, download_config: tfds.download.DownloadConfig):
     options = (download_config.beam_options.get_all_options()
@@ -403,6 +410,16 @@ class WorkerWrittenBuilder:
     stamp = time.strftime('%Y%m%d-%H%M%S')
     self.beam_log_path = os.path.join(root, 'logs', f'{self.name}-{stamp}-{os.getpid()}.log')
     return BeamBuild(self, download_config, self.beam_log_path).run(splits)
+
+
+def needs_beam(builder: tfds.core.DatasetBuilder) -> bool:
+  """Whether building `builder` runs a Beam pipeline: a WorkerWrittenBuilder in its Beam mode, or a
+  builder not of this package (TFDS's own Beam builders). Our other builders write with
+  `writing.write_split`."""
+  from rlds_suite.tfds import builder_base  # pylint: disable=g-import-not-at-top
+  if isinstance(builder, WorkerWrittenBuilder):
+    return builder.uses_beam
+  return not isinstance(builder, builder_base.RLDSBuilder)
 
 
 # Builders import this module: if registering them was put off while it was imported, do it now.

@@ -67,8 +67,9 @@ def build(name: str, manual_dir: Optional[str] = None, data_dir: Optional[str] =
           beam_options: Any = None, **builder_kwargs: Any) -> tfds.core.DatasetBuilder:
   """Prepares the registered dataset `name` ('builder/config'), reading native files from
   `manual_dir`; `builder_kwargs` go to the builder (e.g. d4rl's time_limit), `beam_options`
-  (tfds/beam.py's, default: the DirectRunner) to Beam builders. A failed build leaves only TFDS's
-  `incomplete.*` directory behind."""
+  (PipelineOptions or a function making them, as `beam.options_for` yields; default: the
+  DirectRunner) to Beam builders. Apache Beam (~3 s to import) is imported only for a builder that
+  needs it. A failed build leaves only TFDS's `incomplete.*` directory behind."""
   registry.check_name(name)
   if manual_dir is not None:
     _check_not_a_file(manual_dir, 'a directory of native files (--manual_dir)')
@@ -76,9 +77,12 @@ def build(name: str, manual_dir: Optional[str] = None, data_dir: Optional[str] =
     # TFDS itself stops on an empty manual_dir with a bare AssertionError.
     raise errors.EmptyInputError('manual_dir is missing or empty', path=manual_dir)
   builder = tfds.builder(name, data_dir=data_dir, **builder_kwargs)
-  # Beam builders (dqn_replay, rlu_*) get DirectRunner options: TFDS asks on stdin without them.
-  builder.download_and_prepare(
-      download_config=beam.download_config(manual_dir, beam_options=beam_options))
+  if not beam.needs_beam(builder):
+    config = tfds.download.DownloadConfig(manual_dir=manual_dir)
+  else:  # DirectRunner options by default: TFDS asks on stdin without any.
+    config = beam.download_config(
+        manual_dir, beam_options=beam_options() if callable(beam_options) else beam_options)
+  builder.download_and_prepare(download_config=config)
   return builder
 
 
