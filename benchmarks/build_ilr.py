@@ -21,9 +21,13 @@ reacher-easy shaped) of `--steps` steps each to a temp dir, then for each format
     time, so its peak should stay flat beyond TensorFlow, the trajectory in hand and TFDS's writer
     buffers; the baseline's grows with the file.
 
-Files are written in a child process, pickled without a memo (numpy's and cloudpickle's own calls
-memoize every frame, so writing would need ~3x the raw frames); readers see the same opcodes less
-the memo puts and gets. The issue's 100k-step file is `--steps 100000`: the baseline then needs ~3x the raw frames
+Files are written in a child process. Atari files carry np.savez's opcodes (`SavezPickler`: a memo
+PUT after every object, GETs for numpy's functions, dtypes and dict keys; the opcode counts of
+the authors' shipped pong.npz, to the opcode) but the writer remembers no frame (numpy's own call
+keeps every frame's bytes, ~3x the raw frames); `BUILD_ILR_NO_MEMO=1` writes them without a memo,
+as before issue 17 (~50% more opcodes per array: each array's dtype is built again).
+dm_control files are pickled without a memo (cloudpickle's call memoizes every frame). The
+issue's 100k-step file is `--steps 100000`: the baseline then needs ~3x the raw frames
 (~8 GB for Atari), more than a shared 24 GB machine should give one process, so the default
 measures throughput at 20k steps and memory at 1x and 5x (= 100k steps).
 
@@ -41,16 +45,31 @@ Measured (defaults, 2 shared vCPUs with other engineers' jobs running, 3 paired 
   (The numbers above were taken with TFDS's writer. With rlds_suite.tfds.writing, same defaults,
   load 11-15 on the 2 cores: Atari ours 441 steps/s wall (358-567), baseline 475 (472-1,935);
   ours/baseline 0.76x (0.29-0.93x) wall; peak RSS ours 1,115 MiB, baseline 1,665 MiB.)
-  (Issue 17, after ISA-L inflates zip members, same defaults but --formats atari, load 22-24: ours
-  668 steps/s wall (491-888), baseline 972 (947-1,726); ours/baseline 0.51x (0.51-0.71x) wall,
-  0.74x (0.70-0.86x) CPU of the builder's process (its ZLIB workers not counted); a second run at
-  load 22-26: 0.71x (0.68-0.82x) wall, 0.82x (0.81-1.10x) CPU. Peak RSS ours 220 MiB at 20k steps,
-  208 MiB at 100k; baseline 1,665 MiB at 20k. py-spy of ours, 20k steps, build only: the restricted streaming
-  unpickler's two Python passes 62%, ISA-L inflate 13% (zipfile's inflate and CRC were 39%),
-  episode assembly and copies 8%.)
+  (Issue 17, after ISA-L inflates zip members, same defaults but --formats atari, load 22-26:
+  ours/baseline 0.51x (0.51-0.71x) and 0.71x (0.68-0.82x) wall, 0.74x and 0.82x CPU of the
+  builder's process (its ZLIB workers not counted); the restricted streaming unpickler's two
+  Python passes were 62% of the build.)
+  Issue 17, after the first pass steps over each array's ~30 opcodes with one regex match, dtypes
+  are kept by their pickled state and the second pass reads its buffer once (--formats atari,
+  7 paired repeats, load 3-5): np.savez-like file: ours 7,226 steps/s wall (4,355-7,649), 10,379
+  CPU; baseline 7,669 (3,531-10,205) wall, 9,628 CPU; ours/baseline 0.82x (0.70-1.23x) wall, 1.08x
+  (0.92-1.48x) CPU. Without a memo (BUILD_ILR_NO_MEMO=1), two runs: 0.80x (0.66-1.43x) and 1.09x
+  (0.42-2.16x) wall, 1.08x (0.90-2.01x) and 1.67x (1.10-1.91x) CPU. The 1x wall target is not met
+  robustly: the baseline itself varies 1.8-4.2 s CPU between repeats, and ours' wall exceeds its
+  process's CPU (~1.9-2.3 s) by ~0.7 s, the writer's spawned encoder workers. Peak RSS ours
+  232 MiB at 20k steps, 247 MiB at 100k; baseline 1,669 MiB at 20k. Reading alone (CPU, same
+  files): np.savez-like 2.0 s -> 1.6 s, no memo 2.8 s -> 1.7 s; py-spy of the reader on the
+  np.savez-like file: second pass 58% (per array ~15 us of Python: ~22 opcodes dispatched one by
+  one, _reconstruct, the state's checks, the copy into the array), first pass 27%, ISA-L inflate
+  24% (counted in both: the member is inflated once per pass), stacking rows 7%. 48,015 opcodes
+  per 500-step trajectory without a memo, 31,519 with; 3 arrays per step.
+  dm_control after issue 17's changes (3 repeats, --multiples 1, load 3-4): ours 2,006 steps/s
+  wall (1,573-2,331), 4,225 CPU; baseline 2,251 (2,096-2,259), 3,704 CPU; 0.96x (0.70-1.04x) wall,
+  1.12x (0.95-1.20x) CPU; peak RSS ours 186 MiB, baseline 1,768 MiB.
 What bounded ours with TFDS's writer: per step, TFDS's ZLIB encoding of the frames (30 KB for dm_control, 28 KB for
 Atari) and serialization; reading costs two passes over the pickle in Python (the first finds
-where each trajectory ends, so that one can be handed out at a time). The baseline only unpickles
+where each trajectory ends, so that one can be handed out at a time, stepping over each numpy
+array's opcodes at once; the second runs the restricted unpickler opcode by opcode). The baseline only unpickles
 and concatenates: it writes nothing, and cannot hold a file larger than ~1/3 of memory.
 """
 
@@ -97,14 +116,36 @@ def write_atari(path: pathlib.Path, steps: int) -> None:
     demos[index] = {'states': [stacks[t] for t in range(ATARI_TRAJECTORY)],
                     'actions': [np.array(a, np.int64) for a in rng.integers(0, 6, ATARI_TRAJECTORY)],
                     'dones': [np.array(False) for _ in range(ATARI_TRAJECTORY)]}
-  # np.savez_compressed's layout (arr_0.npy in a deflated zip, pickle protocol 3), but pickled
-  # without a memo: numpy's own call memoizes every frame's bytes and would need ~3x the raw frames.
+  # np.savez_compressed's layout: arr_0.npy in a deflated zip, pickled as numpy pickles it.
   with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as archive:
     with archive.open('arr_0.npy', 'w', force_zip64=True) as f:
       np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(demos))
-      pickler = pickle.Pickler(f, protocol=3)
-      pickler.fast = True
+      if os.environ.get(NO_MEMO_ENV):
+        pickler = pickle.Pickler(f, protocol=3)
+        pickler.fast = True
+      else:
+        pickler = SavezPickler(f)
       pickler.dump(demos)
+
+
+NO_MEMO_ENV = 'BUILD_ILR_NO_MEMO'  # Set: Atari files pickled without a memo (as before issue 17).
+
+
+class SavezPickler(pickle._Pickler):  # pylint: disable=protected-access
+  """The opcodes np.savez writes (protocol 3, a memo PUT after every object, GETs for objects
+  pickled again: numpy's functions, dtypes, b'b', dict keys), remembering only such small
+  objects: numpy's own call keeps every frame's bytes in its memo, ~3x the raw frames."""
+
+  def __init__(self, file):
+    super().__init__(file, protocol=3)
+    self._puts = 0
+
+  def memoize(self, obj):
+    self.write(self.put(self._puts))
+    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType, np.dtype, str)) or (
+        isinstance(obj, bytes) and len(obj) < 64):
+      self.memo[id(obj)] = self._puts, obj
+    self._puts += 1
 
 
 @dataclasses.dataclass(frozen=True)
