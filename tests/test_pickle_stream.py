@@ -188,3 +188,17 @@ def test_array_shortcut_vouches_for_nothing_it_steps_over():
                                        max_bytes=1000))
   with pytest.raises(errors.CorruptFileError, match='test.pkl'):  # No bound: truncated.
     _stream(claim)
+
+
+def test_text_arguments_across_the_first_pass_reads():
+  """Newline-ended arguments (protocol 0's UNICODE, GLOBAL) that cross the first pass's reads,
+  one three reads long."""
+  chunk = pickle_stream._SCAN_CHUNK  # pylint: disable=protected-access
+  sizes = [chunk // 3 + i for i in range(12)] + [3 * chunk, 5]
+  items = b''.join(b'V' + b'x' * size + b'\n' for size in sizes)
+  stream = b'\x80\x02](' + items + b'cnumpy\ndtype\ne.'
+  found = _stream(stream)
+  assert found[:-1] == ['x' * size for size in sizes] and found[-1] is np.dtype
+  assert found == pickle.loads(stream)
+  with pytest.raises(errors.CorruptFileError, match='test.pkl'):
+    _stream(stream[:len(stream) // 2])
