@@ -161,11 +161,15 @@ def tree_peak(command: list[str], limit_bytes: int, interval: float = 0.1) -> di
   process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   root = psutil.Process(process.pid)
   peak, hwm, killed, with_tf, samples, pss_peak = 0, {}, False, set(), 0, 0
+  driver = []  # The driver's own RSS while it has worker processes (writing, not importing).
   while process.poll() is None:
     try:
       tree = [root] + root.children(recursive=True)
     except psutil.NoSuchProcess:
       break
+    if len(tree) > 1:
+      with contextlib.suppress(psutil.NoSuchProcess):
+        driver.append(root.memory_info().rss)
     total = 0
     for p in tree:
       try:
@@ -195,7 +199,15 @@ def tree_peak(command: list[str], limit_bytes: int, interval: float = 0.1) -> di
   return {'seconds': time.perf_counter() - start, 'peak_bytes': peak,
           'hwm_sum_bytes': sum(hwm.values()), 'processes': len(hwm),
           'returncode': -9 if killed else process.returncode, 'output': output,
-          'tensorflow': ' and '.join(sorted(with_tf)), 'pss_peak_bytes': pss_peak}
+          'tensorflow': ' and '.join(sorted(with_tf)), 'pss_peak_bytes': pss_peak,
+          'driver_thirds': thirds(driver)}
+
+
+def thirds(values: list[int]) -> list[float]:
+  """Medians of the first, middle and last third of `values` (a flat curve: three alike)."""
+  k = len(values) // 3
+  return [statistics.median(part) for part in (values[:k], values[k:2 * k], values[2 * k:])
+          ] if k else []
 
 
 def _has_tensorflow(pid: int) -> bool:
@@ -300,7 +312,10 @@ def beam_main(args: argparse.Namespace) -> None:
           print(f'  {size} {path}: {result["seconds"]:.0f}s, tree peak '
                 f'{result["peak_bytes"] / 2**20:.0f} MiB RSS, {result["pss_peak_bytes"] / 2**20:.0f} '
                 f'MiB PSS, TensorFlow loaded by '
-                f'{result["tensorflow"] or "no process"}', flush=True)
+                f'{result["tensorflow"] or "no process"}; driver RSS while writing, first / '
+                f'middle / last third: '
+                f'{" / ".join(f"{v / 2**20:.0f}" for v in result["driver_thirds"])} MiB',
+                flush=True)
       for path in paths:
         runs = peaks.get((rows, path), [])
         if runs:

@@ -29,7 +29,9 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import ctypes
 import dataclasses
+import functools
 import fcntl
 import json
 import multiprocessing
@@ -457,6 +459,7 @@ class _ShardWriter:
     self._done.append({'file': name, 'examples': self._examples, 'bytes': self._bytes})
     self._work.progress.save(self._work.path)
     self._examples = self._bytes = 0
+    release_free_heap()
 
   def drop_open_shard(self) -> None:
     """An interrupted shard is removed: the next run writes it again."""
@@ -472,6 +475,30 @@ class _ShardWriter:
 
   def _partial_path(self) -> str:
     return os.path.join(self._work.path, f'.{_shard_name(self._split, len(self._done))}.partial')
+
+
+def release_free_heap() -> bool:
+  """Hands the C heap's free pages back to the system (glibc's malloc_trim); whether it could.
+
+  Episodes of 3-20 MB of frames are allocated and freed all build long; glibc serves them from its
+  heap (its mmap threshold rises to 32 MiB after the first large free) and keeps what they leave
+  free, so a non-Beam build's resident memory crept up over the run (a 5x1M-row DQN Replay build:
+  ~+70 MiB) while the memory in use stayed flat. Called once a shard (every ~64 MiB written)."""
+  trim = _malloc_trim()
+  if trim is None:
+    return False
+  trim(0)
+  return True
+
+
+@functools.lru_cache(maxsize=None)
+def _malloc_trim() -> Optional[Any]:
+  try:
+    trim = ctypes.CDLL(None).malloc_trim
+  except (OSError, AttributeError):  # Not glibc (musl, macOS): nothing to hand back this way.
+    return None
+  trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+  return trim
 
 
 def _shard_name(split: str, index: int) -> str:
