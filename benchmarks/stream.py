@@ -40,13 +40,20 @@ most of the run, 4-10 at its end): uncached state streams 0.16x [0.11-0.26x] the
 and 0.63x [0.60-0.70x] the raw decode rate, cached 11.7x uncached; memory flat: 42 vs 42 MiB
 uncached, 6 vs 6 MiB anonymous cached (1x vs 10x). A second run (2 rounds, load 1-5): uncached
 0.20x [0.19-0.21x] (cartpole_like) and 0.28x [0.25-0.31x] (d4rl_like), cached 0.47x [0.44-0.50x]
-and 1.00x [0.74-1.27x], frames 1.54x [0.73-2.36x] naive at 0.81x its CPU. What bounds each: uncached state streams read
+and 1.00x [0.74-1.27x], frames 1.54x [0.73-2.36x] naive at 0.81x its CPU. Issue 21's cached and
+frame changes (2 rounds, load 2.7-5.7): cached 0.47x [0.45-0.48x] the batched raw read
+(cartpole_like, 42-43 ns of CPU a step against the raw read's 24-30) and 1.06x [0.70-1.42x]
+(d4rl_like); frames, inflated by ISA-L, 1.38x [0.99-1.77x] the naive recipe at 0.58x [0.56-0.60x]
+its CPU per frame (101-110 vs 182 us) and 1.13x [1.12-1.15x] the raw decode rate (which inflates
+with the same ISA-L parser now), cached 7.5x [4.5-10.5x] uncached (11.7x while uncached frames cost
+1.7x the CPU). What bounds each: uncached state streams read
 and count records (~35 + ~30 ns a CartPole step: the per-file count that names a short shard),
 parse (~40 ns) and permute every field of a block with tf.gather (~50-60 ns); cached ones draw a
-block's permutation and take every field from the memory maps (~60-80 ns a step, a thread ahead of
-the consumer), against ~20-25 ns for the batched raw read, which hands out 1024 episodes an
-element where a numpy loop slices 256-step batches (~5 us each); frames are bound by ZLIB decoding
-and, on a loaded machine, by the CPU share their two decoding threads get.
+block's permutation (~10 ns a step: numpy's Fisher-Yates), take every field from the memory maps
+(~7 ns) and cut 256-step batches (~6 ns: a view per field and a dict per batch), in one thread
+ahead of the consumer, against ~20-25 ns for the batched raw read, which hands out 1024 episodes an
+element; frames are bound by ISA-L inflate (~70 us a frame) in two decoding threads, as many as
+the naive recipe's, and on a loaded machine by the CPU share those threads get.
 """
 
 from __future__ import annotations
