@@ -33,10 +33,14 @@ def collect(dataset):
   return nested.concat_rows(batches), len(batches)
 
 
-def test_steps_arrive_once_with_their_values(data):
+# Episodes shuffled by permuting each parse group (groups of many short episodes) or, where a
+# group holds fewer episodes than Shuffle.episodes, in a buffer of whole episodes.
+@pytest.mark.parametrize('episodes_shuffled', [3, 100_000])
+def test_steps_arrive_once_with_their_values(data, episodes_shuffled):
   eps, dirs = data
   got, _ = collect(streams.stream([dirs['a']], batch_size=4, seed=0, mix=ONE_EPOCH,
-                                  drop_remainder=False, shuffle=streams.Shuffle(3, 8)))
+                                  drop_remainder=False,
+                                  shuffle=streams.Shuffle(episodes_shuffled, 8)))
   expected = {streams_data.ids(e.steps[fields.OBSERVATION])[t]: (e, t)
               for e in eps['a'] for t in range(e.num_steps)}
   got_ids = streams_data.ids(got[fields.OBSERVATION])
@@ -215,3 +219,18 @@ def test_drop_goes_on_through_blocks_an_exhausted_dataset_would_have_filled(data
       mix=streams.Mix(exhaustion=streams.Exhaustion.DROP, granularity=4)))
   steps = [sum(e.num_steps for e in eps[k]) for k in ('a', 'b')]
   assert np.bincount(got[streams.DATASET_INDEX]).tolist() == steps
+
+
+def test_episodes_of_a_parse_group_are_permuted_and_tagged_with_their_epoch(data):
+  eps, dirs = data
+  stream = streams.stream([dirs['a']], batch_size=1, seed=6, shuffle=streams.Shuffle(1, 1))
+  assert stream.sizes.datasets[0].group_episodes >= len(eps['a'])  # One group per epoch.
+  got, _ = collect(stream.take(3 * sum(e.num_steps for e in eps['a'])))
+  keys = streams_data.ids(got[fields.OBSERVATION])
+  orders = [[], [], []]
+  for (_, episode, _), epoch in zip(keys, got[streams.EPOCH]):
+    if not orders[epoch] or orders[epoch][-1] != episode:
+      orders[epoch].append(episode)
+  # Blocks of one unit: the stream is the episode order, each epoch every episode once.
+  assert all(sorted(order) == list(range(len(eps['a']))) for order in orders)
+  assert orders[0] != list(range(len(eps['a']))) and orders[0] != orders[1]

@@ -426,16 +426,50 @@ class _Source:
         episodes = episodes.shuffle(self.cache.num_episodes, seed=seed(1),
                                     reshuffle_each_iteration=True)
       read = self.cache.read_group
+    elif sizes.group_episodes >= sizes.episodes or not shuffle:
+      return _file_groups(self.files, self.parser, shuffle and not
+                          self.dataset.builder.info.disable_shuffling, shuffle, repeat,
+                          sizes.group_episodes, self.epoch_size, seed)
     else:
       shuffle_files = shuffle and not self.dataset.builder.info.disable_shuffling
       episodes = reading.serialized_episodes(self.files, shuffle_files=shuffle_files, seed=seed(0))
-      if shuffle:
-        episodes = episodes.shuffle(sizes.episodes, seed=seed(1), reshuffle_each_iteration=True)
+      episodes = episodes.shuffle(sizes.episodes, seed=seed(1), reshuffle_each_iteration=True)
       read = self.parser
     if repeat:
       episodes = episodes.repeat()
     return episodes.enumerate().batch(sizes.group_episodes).map(
         lambda positions, group: (positions, *read(group)))
+
+
+def _file_groups(files: Sequence[tfds.core.FileInstruction], parser: reading.EpisodeParser,
+                 shuffle_files: bool, shuffle: bool, repeat: bool, group: int, epoch_size: int,
+                 seed) -> tf.data.Dataset:
+  """`_Source.groups` read from the files a batch of episodes per tf.data element, never one
+  episode: each open file gives a batch in turn (group / open files episodes), rebatched into
+  parse groups of one pass whose episodes are permuted (seeded by pass and group) when shuffling."""
+  cycle = min(reading.READ_CYCLE_LENGTH, len(files)) if shuffle_files else 1
+  batches = reading.serialized_batches(files, batch_episodes=-(-group // cycle),
+                                       shuffle_files=shuffle_files, seed=seed(0))
+  groups = batches.rebatch(group).enumerate()  # Full groups but for each pass's last.
+  if repeat:
+    groups = groups.repeat()
+
+  def count_passes(epoch, indexed):  # A pass's first group starts the next epoch.
+    epoch += tf.cast(tf.equal(indexed[0], 0), tf.int64)
+    return epoch, (epoch, *indexed)
+
+  groups = groups.scan(tf.constant(-1, tf.int64), count_passes)
+  permute_seed = tf.constant(seed(1), tf.int64)
+
+  def parse(epoch, index, serialized):
+    positions = epoch * epoch_size + index * group + tf.range(tf.size(serialized, out_type=tf.int64))
+    if shuffle:
+      order = tf.random.experimental.stateless_shuffle(
+          tf.range(tf.size(serialized)), seed=tf.stack([permute_seed, epoch * (1 << 32) + index]))
+      serialized, positions = tf.gather(serialized, order), tf.gather(positions, order)
+    return (positions, *parser(serialized))
+
+  return groups.map(parse)
 
 
 def _unit_spec(unit: units_lib.Unit, step_spec: Mapping[str, Any],

@@ -48,12 +48,32 @@ def split_files(builder: tfds.core.DatasetBuilder, split: str) -> list[tfds.core
 
 def serialized_episodes(files: Sequence[tfds.core.FileInstruction], *, shuffle_files: bool = False,
                         seed: Optional[int] = None) -> tf.data.Dataset:
-  """One pass over the serialized episodes of `files`.
+  """One pass over the serialized episodes of `files`, one element per episode.
 
   In order, files are read one after the other; with `shuffle_files` their order is shuffled
   (seeded, reshuffled on each pass) and READ_CYCLE_LENGTH are interleaved, one episode from each in
   turn. File buffers take at most READ_CYCLE_LENGTH x READ_BUFFER_BYTES whatever the dataset.
   """
+  return _interleaved(files, shuffle_files, seed, _records_per_check(files),
+                      lambda counted: counted.unbatch())
+
+
+def serialized_batches(files: Sequence[tfds.core.FileInstruction], *, batch_episodes: int,
+                       shuffle_files: bool = False,
+                       seed: Optional[int] = None) -> tf.data.Dataset:
+  """One pass over the serialized episodes of `files` as [k] batches of consecutive episodes of
+  one file: k <= `batch_episodes` (fewer where more would hold over CHECK_BYTES; 0 once at each
+  file's end). Files are read and interleaved as in `serialized_episodes`, one batch from each in
+  turn: every stage after the file read costs tf.data one element per batch, not per episode.
+  """
+  per_batch = max(1, min(int(batch_episodes), _records_per_check(files)))
+  return _interleaved(files, shuffle_files, seed, per_batch, lambda counted: counted)
+
+
+def _interleaved(files: Sequence[tfds.core.FileInstruction], shuffle_files: bool,
+                 seed: Optional[int], per_check: int, per_file) -> tf.data.Dataset:
+  """`per_file` of each file's counted record batches, files in order or shuffled and
+  interleaved (READ_CYCLE_LENGTH open at once)."""
   if not files:
     raise errors.EmptyInputError('no episodes to read')
   instructions = tf.data.Dataset.from_tensor_slices(
@@ -62,11 +82,9 @@ def serialized_episodes(files: Sequence[tfds.core.FileInstruction], *, shuffle_f
   if shuffle_files and len(files) > 1:
     instructions = instructions.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
 
-  per_check = _records_per_check(files)
-
   def records(filename, skip, take):
     read = tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER_BYTES).skip(skip).take(take)
-    return _counted(read, filename, take, per_check)
+    return per_file(_counted(read, filename, take, per_check))
 
   return instructions.interleave(records, cycle_length=READ_CYCLE_LENGTH if shuffle_files else 1,
                                  block_length=1)
@@ -86,9 +104,9 @@ def _records_per_check(files: Sequence[tfds.core.FileInstruction]) -> int:
 
 def _counted(records: tf.data.Dataset, filename: tf.Tensor, expected: tf.Tensor,
              per_check: int = CHECK_RECORDS) -> tf.data.Dataset:
-  """`records` of one file, or, where the file reads back short (TF's DataLossError names no
-  file), an InvalidArgumentError whose message is SHORT_SHARD and the file's name. Records are
-  counted `per_check` at a time; an empty batch after the last marks the file's end."""
+  """`records` of one file in [k] batches (k <= `per_check`; an empty one after the last marks
+  the file's end), or, where the file reads back short (TF's DataLossError names no file), an
+  InvalidArgumentError whose message is SHORT_SHARD and the file's name."""
   batches = records.ignore_errors().batch(per_check).concatenate(
       tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))
 
@@ -100,7 +118,7 @@ def _counted(records: tf.data.Dataset, filename: tf.Tensor, expected: tf.Tensor,
     with tf.control_dependencies([check]):
       return seen, tf.identity(batch)
 
-  return batches.scan(tf.constant(0, tf.int64), count).unbatch()
+  return batches.scan(tf.constant(0, tf.int64), count)
 
 
 class EpisodeParser:
