@@ -138,3 +138,10 @@ def test_units_of_concatenated_episodes_are_each_episodes_units(lengths, final, 
   assert_same(actual, expected)
   counts = [len(tf.nest.flatten(r)[0]) for r in references]
   np.testing.assert_array_equal(episode, np.repeat(np.arange(len(steps)), counts))
+
+
+@pytest.mark.parametrize('lengths', [[3, 0, 2, 0, 0, 4], [0], [0, 5], [1], []])
+def test_episode_of_rows_skips_empty_episodes(lengths):
+  row_splits = np.cumsum([0] + lengths).astype(np.int64)
+  got = units.episode_of_rows(tf.constant(row_splits)).numpy()
+  np.testing.assert_array_equal(got, np.repeat(np.arange(len(lengths)), lengths))

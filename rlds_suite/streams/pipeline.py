@@ -204,15 +204,19 @@ def _empty(spec: Any) -> Any:
 
 
 def _permuted(seed: Optional[int]):
-  """Block index, block -> the block's units in a seeded random order: uniform over all orders,
-  seeded per block (unchanged without shuffling)."""
+  """Block index, block, [datasets] units each dataset gave it (its pieces, in dataset order) ->
+  the block's units in a seeded random order (uniform over all orders, seeded per block;
+  unchanged without shuffling), tagged with DATASET_INDEX: computed from the order and the piece
+  sizes, one search per unit, where a gathered tag costs as much as any other field."""
 
-  def permute(index, block):
-    if seed is None:
-      return block
-    order = tf.random.experimental.stateless_shuffle(
-        tf.range(_size(block)), seed=tf.stack([tf.constant(seed, tf.int64), index]))
-    return tf.nest.map_structure(lambda t: tf.gather(t, order), block)
+  def permute(index, block, sizes):
+    order = tf.range(tf.reduce_sum(sizes))
+    if seed is not None:
+      order = tf.random.experimental.stateless_shuffle(
+          order, seed=tf.stack([tf.constant(seed, tf.int64), index]))
+      block = tf.nest.map_structure(lambda t: tf.gather(t, order), block)
+    dataset = tf.searchsorted(tf.cumsum(sizes), order, side='right', out_type=tf.int32)
+    return {**block, DATASET_INDEX: dataset}
 
   return permute
 
@@ -250,7 +254,7 @@ def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
       parts = [tf.nest.map_structure(lambda t, k=keep[i]: t[:k], p) for i, p in enumerate(parts)]
     units = parts[0] if len(parts) == 1 else tf.nest.map_structure(
         lambda *t: tf.concat(t, 0), *parts)
-    return permute(index, units)
+    return permute(index, units, tf.stack([_size(p) for p in parts]))
 
   return zipped.enumerate().map(block, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -362,13 +366,10 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
     groups = source.groups(shuffle is not None, repeat, dataset_sizes,
                            seed=lambda stage, i=index: _seed(seed, i, shard_index, stage))
 
-    def to_units(positions, steps, row_splits, index=index, project=project,
+    def to_units(positions, steps, row_splits, project=project,
                  epoch_size=source.epoch_size):
       cut, episode = unit.from_episodes(project(steps), row_splits)
-      count = _size(cut)
-      return {**cut,
-              DATASET_INDEX: tf.fill([count], tf.constant(index, tf.int32)),
-              EPOCH: tf.gather(positions // epoch_size, episode)}
+      return {**cut, EPOCH: tf.gather(positions // epoch_size, episode)}  # DATASET_INDEX: blocks.
 
     units = groups.map(to_units, num_parallel_calls=budget.PARSE_PARALLELISM, deterministic=True)
     if source.limit is not None:
