@@ -8,8 +8,9 @@ batches are cut where they are used: `as_numpy` slices each block into batches (
 `Stream.dataset` rebatches the blocks inside tf.data with no prefetch after the rebatch, so a batch
 is a slice cut within the consumer's own GetNext and only blocks cross threads (for TensorFlow
 loops, Keras, `tf.train.Checkpoint` and the tf.data service). For cached row-selecting units the
-numpy exit draws and gathers each block itself in numpy (`Stream.numpy_blocks`) and the tf.data
-exit maps the same function over `Dataset.range`. Both give the same batches in the same order: batches of
+numpy exit draws, gathers and cuts each block in numpy, in one thread ahead of the consumer, which
+only takes the batches (`Stream.numpy_blocks`), and the tf.data exit maps the same draw over
+`Dataset.range`. Both give the same batches in the same order: batches of
 `batch_size` consecutive units of the block sequence (a batch may span two blocks where a block is
 not a multiple of it), the last one short unless `drop_remainder`.
 """
