@@ -9,9 +9,8 @@ dataset i's piece is units [start_i(b), start_i(b) + c_i(b)) of its stream of pa
 all its units, whole episodes in a seeded random order per pass), where c_i is the mix schedule
 and start_i its running sum; the block's permutation is seeded by b. So the numpy exit calls it
 in a plain loop run by one thread ahead of the consumer (no tf.data element), and the tf.data
-exit maps it over
-`Dataset.range` (a range position is all a tf.train.Checkpoint needs to resume). Exhaustion
-(STOP, DROP) and equal unit counts per shard (`limit`) cut the stream as `pipeline._mix_blocks`
+exit maps it over `Dataset.range` (a range position is all a tf.train.Checkpoint needs to resume).
+Exhaustion (STOP, DROP) and equal unit counts per shard (`limit`) cut the stream as `pipeline._mix_blocks`
 and `pipeline._truncate` do for streams read from files.
 """
 
