@@ -40,8 +40,8 @@ def _rss_anon() -> int:
 def test_free_heap_pages_go_back_to_the_system():
   """What made a long non-Beam build's memory creep: freed episode buffers stay resident in the C
   heap (glibc frees only its top). `release_free_heap` hands them back."""
-  chunks = [bytearray(64 << 10) for _ in range(2048)]  # 128 MiB in the heap, pages touched.
-  pin = bytearray(64 << 10)  # Above them: the heap's top cannot shrink past it.
+  chunks = [b'\1' * (64 << 10) for _ in range(2048)]  # 128 MiB in the heap, pages written.
+  pin = b'\2' * (64 << 10)  # Above them: the heap's top cannot shrink past it.
   del chunks
   before = _rss_anon()
   assert writing.release_free_heap()
