@@ -22,11 +22,9 @@ import fcntl
 import os
 import re
 import shutil
-import struct
 import threading
 from typing import Any, Optional
 
-import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rlds_suite.core import errors
@@ -35,8 +33,6 @@ from rlds_suite.recording import shards
 from rlds_suite.tfds import tfrecord_files
 
 LOCK_FILENAME = '.recording.lock'
-_HEADER_BYTES = 12  # uint64 length, uint32 masked CRC-32C of the length.
-_FOOTER_BYTES = 4  # uint32 masked CRC-32C of the data.
 
 
 class DirectoryLock:
@@ -127,17 +123,11 @@ def scan_records(path: str) -> RecordScan:
   """Counts the complete records of a TFRecord file. Bytes after them must be a torn last record
   (a frame cut short by the end of the file, or zero-filled); anything else raises
   CorruptFileError naming the record and its offset."""
-  records = valid = payload = 0
-  lengths = tf.data.TFRecordDataset(path, buffer_size=1 << 20).map(tf.strings.length)
-  try:
-    for length in lengths.as_numpy_iterator():
-      records += 1
-      payload += int(length)
-      valid += _HEADER_BYTES + int(length) + _FOOTER_BYTES
-  except tf.errors.DataLossError:
-    pass  # The first bad frame: classified below.
+  reader = tfrecord_files.RecordReader(path)
+  payload = sum(len(record) for record in reader.complete_records())  # Stops at a bad frame.
+  records, valid = reader.records, reader.offset
   size = os.path.getsize(path)
-  if valid < size and not _is_torn(path, valid, size):
+  if valid < size and not _is_torn(path, valid, reader.bad_frame):
     raise errors.CorruptFileError(
         f'record {records} at byte {valid} fails its checksum and {size - valid} bytes follow '
         f'it: not a torn last record; move the file away to keep the records before it',
@@ -145,21 +135,15 @@ def scan_records(path: str) -> RecordScan:
   return RecordScan(records=records, valid_bytes=valid, payload_bytes=payload, file_bytes=size)
 
 
-def _is_torn(path: str, offset: int, size: int) -> bool:
-  """Whether the bytes of `path` from `offset` are a frame that was being written when the
-  process died: a partial header, a frame that runs past the end of the file, or zeros where the
-  file system extended the file without its data."""
-  with open(path, 'rb') as f:
-    f.seek(offset)
-    header = f.read(_HEADER_BYTES)
-    if len(header) < _HEADER_BYTES:
-      return True
-    length, crc = struct.unpack('<QI', header)
-    if tfrecord_files.masked_crc(header[:8]) == crc:
-      if offset + _HEADER_BYTES + length + _FOOTER_BYTES > size:
-        return True
-      return _zeros_from(f)  # A complete frame whose data checksum fails: only if zero-filled.
-    f.seek(offset)
+def _is_torn(path: str, offset: int, bad_frame: Optional[tfrecord_files.BadFrame]) -> bool:
+  """Whether the bytes of `path` from `offset` (where `bad_frame` was found) are a frame that was
+  being written when the process died: a partial header, a frame that runs past the end of the
+  file, or zeros where the file system extended the file without its data."""
+  if bad_frame is tfrecord_files.BadFrame.TRUNCATED:
+    return True
+  with open(path, 'rb') as f:  # A complete frame whose data checksum fails: only if zero-filled.
+    f.seek(offset + (tfrecord_files.HEADER_BYTES
+                     if bad_frame is tfrecord_files.BadFrame.DATA_CRC else 0))
     return _zeros_from(f)
 
 

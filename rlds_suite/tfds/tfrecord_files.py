@@ -10,6 +10,7 @@ TensorFlow for them cost a build ~0.8 GiB of memory and ~6 s. GZIP files (RL Unp
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import struct
 from typing import BinaryIO, Callable, Iterator, Optional
@@ -52,6 +53,13 @@ class RecordWriter:
       self._file = None
 
 
+class BadFrame(enum.Enum):
+  """Why a frame could not be read."""
+  TRUNCATED = 'truncated'  # The file ends inside it (or it declares more than the file holds).
+  LENGTH_CRC = 'length'  # Its length's checksum fails.
+  DATA_CRC = 'data'  # Its length is sound but its data's checksum fails.
+
+
 def read_records(path: str | os.PathLike, compression: Optional[str] = None) -> Iterator[bytes]:
   """The records of a TFRecord file (`compression` None or GZIP), in order, one at a time; a
   truncated frame, a CRC mismatch or damaged GZIP data raises CorruptFileError naming the file and
@@ -62,7 +70,8 @@ def read_records(path: str | os.PathLike, compression: Optional[str] = None) -> 
 class RecordReader:
   """Reads a TFRecord file's frames in order, checking both CRCs; `records` and `offset` (bytes of
   the complete frames read, in the uncompressed stream) say how far it got. Iterating raises
-  CorruptFileError at the first bad frame; `complete_records` stops there instead (a torn tail)."""
+  CorruptFileError at the first bad frame; `complete_records` stops there instead (a torn tail),
+  leaving what was wrong with it in `bad_frame`."""
 
   def __init__(self, path: str | os.PathLike, compression: Optional[str] = None):
     if compression not in (None, GZIP):
@@ -71,6 +80,7 @@ class RecordReader:
     self.compression = compression
     self.records = 0
     self.offset = 0
+    self.bad_frame: Optional[BadFrame] = None
 
   def __iter__(self) -> Iterator[bytes]:
     return self._read(strict=True)
@@ -85,8 +95,9 @@ class RecordReader:
         header = f.read(HEADER_BYTES)
         if not header:
           return
-        problem, record = self._frame(f, header, available)
-        if problem is not None:
+        bad, problem, record = self._frame(f, header, available)
+        if bad is not None:
+          self.bad_frame = bad
           if strict:
             raise errors.CorruptFileError(f'{problem} of record {self.records}', path=self.path)
           return
@@ -95,23 +106,23 @@ class RecordReader:
         yield record
 
   def _frame(self, f: BinaryIO, header: bytes,
-             available: Callable[[], int]) -> tuple[Optional[str], bytes]:
-    """(None, data) of a good frame, else (what is wrong, b'')."""
+             available: Callable[[], int]) -> tuple[Optional[BadFrame], str, bytes]:
+    """(None, '', data) of a good frame, else (what is wrong, said in words, b'')."""
     if len(header) < HEADER_BYTES:
-      return 'truncated TFRecord header', b''
+      return BadFrame.TRUNCATED, 'truncated TFRecord header', b''
     length_bytes = header[:8]
     if _CRC.unpack_from(header, 8)[0] != masked_crc(length_bytes):
-      return 'corrupted TFRecord length', b''
+      return BadFrame.LENGTH_CRC, 'corrupted TFRecord length', b''
     (length,) = _LENGTH.unpack(length_bytes)
     if length + FOOTER_BYTES > available():  # Never allocate what the file cannot hold.
-      return f'truncated TFRecord record (declares {length} bytes)', b''
+      return BadFrame.TRUNCATED, f'truncated TFRecord record (declares {length} bytes)', b''
     data = f.read(length)
     footer = f.read(FOOTER_BYTES)
     if len(data) < length or len(footer) < FOOTER_BYTES:
-      return 'truncated TFRecord record', b''
+      return BadFrame.TRUNCATED, 'truncated TFRecord record', b''
     if _CRC.unpack(footer)[0] != masked_crc(data):
-      return 'corrupted TFRecord data', b''
-    return None, data
+      return BadFrame.DATA_CRC, 'corrupted TFRecord data', b''
+    return None, '', data
 
   @contextlib.contextmanager
   def _open(self) -> Iterator[tuple[BinaryIO, Callable[[], int]]]:
