@@ -1,13 +1,16 @@
 """One stream of shuffled blocks of units from one or several datasets, cut into batches at the exit.
 
 Per dataset, one host reads its shard of episodes and:
-  1. reads files in a seeded shuffled order (interleaved), serialized episodes as they are stored
-     (`reading.serialized_episodes`);
-  2. shuffles whole serialized episodes in a buffer of `Shuffle.episodes` episodes;
+  1. reads files in a seeded shuffled order (interleaved), serialized episodes as they are stored,
+     a batch of a file's episodes per tf.data element (`reading.serialized_batches`);
+  2. shuffles whole serialized episodes: where a parse group holds at least `Shuffle.episodes`
+     episodes (short episodes), the group's episodes are permuted, seeded by pass and group (one
+     pass's episodes per group, from every open file); otherwise (long episodes, where per-episode
+     tf.data costs are small beside theirs) in a buffer of `Shuffle.episodes` episodes;
   3. parses and decodes them a group at a time (`reading.EpisodeParser`,
      up to `budget.GROUP_STEPS` steps per `tf.io.parse_example`) and cuts the group's episodes into
-     units ([U, ...], `units.Unit`), tagging them with the dataset index and the epoch of this
-     dataset they come from;
+     units ([U, ...], `units.Unit`), tagging them with the epoch of this dataset they come from
+     (the dataset index is tagged per block, from the block's permutation);
   4. hands out consecutive units (crossing episode boundaries; units themselves never do) as its
      piece of each block.
 With `cache_dir`, steps 1-3 read decoded episodes from the dataset's cache (`streams.cache`) in a
@@ -28,11 +31,12 @@ into batches by the exit
 episodes and blocks: tf.data handles one element per group of episodes and per block, never one per
 episode, batch or unit.
 
-Shuffle semantics: the episode buffer holds `Shuffle.episodes` serialized episodes; the block holds
-`Shuffle.units` units. Within a block every order is equally likely, so two consecutive elements of
-a batch are any two units of the block: from the same episode or from episodes up to about
-`Shuffle.episodes + Shuffle.units / (shortest episode)` read positions apart. Two units more than
-one block apart in the stream come from different blocks. Memory is bounded by the buffers, each
+Shuffle semantics: episodes are permuted within parse groups of at least `Shuffle.episodes`
+episodes, or, where groups are smaller, shuffled in a buffer of `Shuffle.episodes` serialized
+episodes; the block holds `Shuffle.units` units. Within a block every order is equally likely,
+so two consecutive elements of a batch are any two units of the block: from the same episode or
+from episodes up to about `max(Shuffle.episodes, group) + Shuffle.units / (shortest episode)` read
+positions apart. Two units more than one block apart in the stream come from different blocks. Memory is bounded by the buffers, each
 sized in bytes against `Shuffle.memory_budget` (`streams.budget`), never by the dataset size
 (except a cache's per-episode tables: a few int64 per episode, never per unit or step).
 Every random choice is seeded from `seed`, so a seed makes the whole stream reproducible;

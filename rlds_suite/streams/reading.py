@@ -216,7 +216,7 @@ def episode_lengths(builder: tfds.core.DatasetBuilder, split: str,
                     group: int = 256) -> np.ndarray:
   """Number of steps of every episode of `split`, in file order (parses only `is_first`)."""
   parser = EpisodeParser(builder, keep=(fields.IS_FIRST,))
-  records = serialized_episodes(split_files(builder, split)).batch(group)
+  records = serialized_batches(split_files(builder, split), batch_episodes=group).rebatch(group)
   lengths = records.map(lambda serialized: parser(serialized)[1],
                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return np.concatenate([np.diff(s) for s in lengths.as_numpy_iterator()] or [np.zeros(0, np.int64)])
