@@ -202,3 +202,137 @@ def test_text_arguments_across_the_first_pass_reads():
   assert found == pickle.loads(stream)
   with pytest.raises(errors.CorruptFileError, match='test.pkl'):
     _stream(stream[:len(stream) // 2])
+
+
+class _CountingStream(io.BytesIO):
+  """A stream that counts the bytes read from it."""
+  read_bytes = 0
+
+  def read(self, size=-1):
+    data = super().read(size)
+    _CountingStream.read_bytes += len(data)
+    return data
+
+
+def test_the_stream_is_opened_and_read_once():
+  data = pickle.dumps([{'x': np.full(50_000, i, np.uint8)} for i in range(40)], protocol=3)
+  opened = []
+
+  def open_stream():
+    opened.append(1)
+    return _CountingStream(data)
+
+  _CountingStream.read_bytes = 0
+  found = list(pickle_stream.iter_list_items(open_stream, source='test.pkl'))
+  assert [int(item['x'][0]) for item in found] == list(range(40))
+  assert len(opened) == 1
+  assert _CountingStream.read_bytes == len(data)  # Each byte once (a zip member inflates once).
+
+
+@dataclasses.dataclass
+class _Traj:
+  obs: object = None
+  acts: object = None
+
+
+def _equal(got, want) -> bool:
+  if isinstance(want, np.ndarray):
+    return isinstance(got, np.ndarray) and got.dtype == want.dtype and np.array_equal(got, want)
+  if isinstance(want, dict):
+    return type(got) is dict and got.keys() == want.keys() and all(
+        _equal(got[k], want[k]) for k in want)
+  if isinstance(want, (list, tuple)):
+    return type(got) is type(want) and len(got) == len(want) and all(
+        _equal(g, w) for g, w in zip(got, want))
+  if dataclasses.is_dataclass(want):
+    return _equal(got.obs, want.obs) and _equal(got.acts, want.acts)
+  return type(got) is type(want) and got == want
+
+
+def _dump(data, protocol: int, memo: bool) -> bytes:
+  buffer = io.BytesIO()
+  pickler = pickle.Pickler(buffer, protocol=protocol)
+  pickler.fast = not memo
+  pickler.dump(data)
+  return buffer.getvalue()
+
+
+@pytest.mark.parametrize('protocol', [2, 3, 4, 5])
+@pytest.mark.parametrize('memo', [True, False])
+def test_items_of_every_shape_equal_pickle_loads(protocol, memo):
+  """Items whose end shows only later (a one-key dict, a one-item list, an empty dict, a dict of
+  1001 keys, a pair of finished values, objects with state, strings) come out as pickle.loads
+  gives them, read in one pass."""
+  module = types.ModuleType('imitation.data.types')
+  cls = dataclasses.make_dataclass('TrajectoryWithRew', ['obs', 'acts'])
+  cls.__module__, module.TrajectoryWithRew = module.__name__, cls
+  parents = {name: types.ModuleType(name) for name in ('imitation', 'imitation.data')}
+  arrays = [np.arange(i + 2, dtype=np.float32) for i in range(6)]  # Items share no object.
+  data = [{'a': arrays[0]}, [arrays[1]], {}, {str(i): i for i in range(1001)},
+          ({'x': 1, 'y': 2}, [1, 2]), 'text', cls(obs=arrays[2], acts=arrays[3]), arrays[4],
+          list(range(1000)), [{'states': [arrays[5]] * 3, 'dones': (True,)}], 7,
+          cls(obs=np.ones((2, 2)), acts=None)]
+  with mock.patch.dict(sys.modules, {**parents, module.__name__: module}):
+    stream = _dump(data, protocol, memo)
+    want = pickle.loads(stream)
+  found = _stream(stream)
+  assert len(found) == len(want)
+  for got, expected in zip(found, want):
+    if dataclasses.is_dataclass(expected):
+      assert type(got).__name__ == 'ImitationTrajectory'
+    assert _equal(got, expected), (got, expected)
+  assert pickle_stream._item_ends(io.BytesIO(stream), 'x', None) == _exact_ends(stream)  # pylint: disable=protected-access
+
+
+def _exact_ends(stream: bytes) -> set[int]:
+  """Item ends known only from the whole list (each APPENDS/APPEND of the first list)."""
+  ends, levels, target = set(), [[]], None
+  for index, (op, _, _) in enumerate(pickletools.genops(stream)):
+    level = levels[-1]
+    before = op.stack_before
+    if op.name == 'MARK':
+      levels.append([])
+      continue
+    if pickletools.markobject in before:
+      closed = levels.pop()
+      level = levels[-1]
+      if op.name == 'APPENDS' and target == (len(levels) - 1, len(level) - 1):
+        ends.update(closed)
+      pops = before.index(pickletools.markobject)
+    else:
+      pops = len(before)
+    if op.name == 'APPEND' and target == (len(levels) - 1, len(level) - 2):
+      ends.add(level[-1])
+    if op.name == 'EMPTY_LIST' and target is None:
+      target = (len(levels) - 1, len(level))
+    del level[len(level) - pops:]
+    level.extend([index] * len(op.stack_after))
+  return ends
+
+
+def test_an_item_taken_apart_after_it_was_handed_out_is_refused():
+  """A tuple of three finished values: the first was handed out before TUPLE3 took it."""
+  stream = pickle.dumps([{'a': 1, 'b': 2}, ({'c': 3, 'd': 4}, [5, 6], {'e': 7, 'f': 8})],
+                        protocol=3)
+  with pytest.raises(errors.SchemaError, match='test.pkl: opcode .* takes apart an item'):
+    _stream(stream)
+
+
+def test_a_truncated_stream_names_the_file_wherever_it_ends():
+  data = pickle.dumps([{'x': np.arange(3000), 'y': [np.ones(200)] * 3} for _ in range(3)],
+                      protocol=4)
+  for cut in range(7, len(data) - 1, 997):
+    with pytest.raises(errors.CorruptFileError, match='test.pkl'):
+      _stream(data[:cut])
+
+
+def test_an_item_larger_than_max_bytes_is_refused():
+  """Each opcode claims little, but the item held until it is complete does not fit."""
+  data = pickle.dumps([{f'k{i}': np.full(5000, i % 256, np.uint8) for i in range(100)}
+                       for _ in range(2)], protocol=3)  # Items of ~0.5 MB.
+  found = list(pickle_stream.iter_list_items(lambda: io.BytesIO(data), source='test.pkl',
+                                             max_bytes=len(data)))
+  assert len(found) == 2
+  with pytest.raises(errors.CorruptFileError, match='test.pkl: an item takes more than the 200000'):
+    list(pickle_stream.iter_list_items(lambda: io.BytesIO(data), source='test.pkl',
+                                       max_bytes=200_000))

@@ -13,6 +13,7 @@ hands each completed item out and drops it (and its memo entries). Memory holds 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import io
 import pickle
@@ -37,20 +38,16 @@ def iter_list_items(open_stream: Callable[[], IO[bytes]], *, source: str,
                     max_bytes: Optional[int] = None) -> Iterator[Any]:
   """Yields the items of the first list in the pickle, each once it is complete.
 
-  `open_stream` returns the pickle stream positioned at its first opcode; it is called twice.
-  `max_bytes` bounds what one opcode may claim (e.g. what the compressed file can expand to).
-  Raises UnsafePickleError for anything the restricted unpickler refuses and CorruptFileError for
-  damaged data, naming `source`.
+  `open_stream` returns the pickle stream positioned at its first opcode; it is called once: the
+  first pass reads it and keeps the bytes the second pass has not run yet (about one item).
+  `max_bytes` bounds what one opcode may claim and what one item may take (e.g. what the
+  compressed file can expand to). Raises UnsafePickleError for anything the restricted unpickler
+  refuses and CorruptFileError for damaged data, naming `source`.
   """
   with open_stream() as f:
-    ends = _item_ends(f, source, max_bytes)
-  with open_stream() as f:
-    if not isinstance(f, io.BufferedReader):  # A second buffer would copy every byte once more.
-      f = io.BufferedReader(f, _BUFFER)
-    yield from _StreamingUnpickler(f, source=source, max_bytes=max_bytes).items(ends)
+    yield from _StreamingUnpickler(f, source=source, max_bytes=max_bytes).items()
 
 
-_BUFFER = 1 << 20  # Read-ahead, so that each opcode's small reads stay in C.
 _SCAN_CHUNK = 1 << 17  # The first pass's reads (it keeps about two).
 
 
@@ -151,20 +148,69 @@ def _array_ops(match: re.Match) -> tuple[int, int]:
   return reduce_at + 1 + 8 - puts[5:].count(None) + 2 + integers + 1 + dtype + 2, reduce_at
 
 
-def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
-  """Indices of the opcodes that complete an item of the first list (a static stack walk).
+# Pickle writes a list's, dict's or set's items in batches of this many (pickle._Pickler._BATCHSIZE):
+# a smaller batch is a container's last.
+_BATCH = 1000
+# Opcodes after which the value they leave looks complete: BUILD (an object's state comes last),
+# SETITEM and APPEND (a batch of one, the last).
+_FINAL = frozenset((pickle.BUILD[0], pickle.SETITEM[0], pickle.APPEND[0]))
 
-  Each stack slot remembers the last opcode that pushed it; when a batch of the list's items is
-  appended, the slots hold one item each, and each item was complete from that opcode on. Only
-  opcodes and argument sizes are read, from large reads of the stream (arguments past them are
-  skipped unread into memory); nothing is built.
+
+@dataclasses.dataclass
+class _Scan:
+  """What the first pass has found so far, for the second pass."""
+  ends: collections.deque = dataclasses.field(default_factory=collections.deque)  # In order.
+  resolved: float = 0  # Whether an opcode below this index completes an item is known.
+  kept: list = dataclasses.field(default_factory=list)  # Bytes read, not yet taken.
+  held: int = 0  # Bytes read that the second pass has not run yet.
+  done: bool = False
+
+
+def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
+  """Indices of the opcodes that complete an item of the first list (the first pass alone)."""
+  scan = _Scan()
+  for _ in _scan(f.read, scan, source, max_bytes):
+    scan.kept.clear()
+    scan.held = 0
+  return set(scan.ends)
+
+
+def _scan(read_stream: Callable[[int], bytes], scan: _Scan, source: str,
+          max_bytes: Optional[int], max_held: Optional[int] = None) -> Iterator[None]:
+  """The first pass: a static stack walk over the opcodes, pausing after each read of the stream.
+
+  Each stack slot remembers the last opcode that pushed it; the slots of the level between the
+  list's MARK and APPENDS hold one item each. An item's end is known for sure only at APPENDS
+  (up to 1000 items later), so an item is taken as complete when the next one starts and its
+  last opcode leaves a finished value (BUILD, a container's last batch): pickle writes an item's
+  opcodes one after another, and rarely takes such a value apart again. The second pass runs one
+  item behind (`scan.resolved`), so the last guess can be taken back (a tuple of two finished
+  values); an opcode that takes apart an item handed out (a tuple of three) is refused:
+  SchemaError, never different data. Only opcodes and
+  argument sizes are read, from large reads of the stream; every byte read is kept in
+  `scan.kept` for the second pass, at most `max_held` not yet run (about one item). `max_bytes`
+  bounds one opcode's claim. Nothing is built.
   """
+  kept = scan.kept
+
+  def read(size: int) -> bytes:
+    data = read_stream(size)
+    kept.append(data)
+    scan.held += len(data)
+    if max_held is not None and scan.held > max_held:
+      raise errors.CorruptFileError(f'an item takes more than the {max_held} bytes the pickle '
+                                    f'stream can hold', path=source)
+    return data
+
   levels: list[list[int]] = [[]]  # Per mark level: for each stack slot, the op that last pushed it.
   level = levels[-1]
   target = None  # (level, slot) of the first list.
-  item_level = None  # Level whose slots are items of the target list (between MARK and APPENDS).
-  ends: set[int] = set()
-  read, table = f.read, _SCAN
+  target_level = None
+  items = None  # The level whose slots are items of the target list (between MARK and APPENDS).
+  decided = 0  # Slots of `items` whose ends were given out.
+  top_final = False  # Whether the top slot of `items` looks complete.
+  ends = scan.ends
+  table = _SCAN
   buf, pos, end = b'', 0, 0
   index = -1
   try:
@@ -172,6 +218,14 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
       if end - pos < _LOOKAHEAD:
         if pos > end:  # The last opcode's argument ran past the end of the data.
           raise IndexError
+        if items is not None and items:  # The last decided item's last op, or the first's.
+          scan.resolved = items[max(decided - 1, 0)]
+        elif (target_level is not None and len(target_level) > target[1] + 1 and
+              target[0] < len(levels) and levels[target[0]] is target_level):  # Before APPEND.
+          scan.resolved = target_level[target[1] + 1]
+        else:
+          scan.resolved = index + 1
+        yield
         buf = buf[pos:] + read(_SCAN_CHUNK)
         pos, end = 0, len(buf)
       index += 1
@@ -186,6 +240,11 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
           if max_bytes is not None and claim > max_bytes:
             raise errors.CorruptFileError(f'opcode {index} claims {claim} bytes, more than the '
                                           f'{max_bytes} the pickle stream can hold', path=source)
+          if level is items:
+            if top_final and len(level) > decided:  # The item below is complete.
+              ends.extend(level[decided:])
+              decided = len(level)
+            top_final = False
           level.append(index - ops + 1 + reduce_at)
           levels.append([index] * 5)
           level = levels[-1]
@@ -210,36 +269,60 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
         pos = _skip_lines(buf, pos + 1, size)
         if pos < 0:  # A line past the buffer: read on until it ends.
           buf, pos, end = _read_lines(buf, pos, read, size)
+      closed_final = None  # For an op closing a mark level: whether it leaves a finished value.
       if special:
         op = _OPS[code]
         if op.name == 'STOP':
           break
         if op.name == 'MARK':
+          if level is items and top_final and len(level) > decided:
+            ends.extend(level[decided:])
+            decided = len(level)
+          opened: list[int] = []
           if target == (len(levels) - 1, len(level) - 1):
-            item_level = len(levels)
-          levels.append([])
-          level = levels[-1]
+            items, decided, top_final = opened, 0, False
+          levels.append(opened)
+          level = opened
           continue
         if op.mark >= 0:
           closed = levels.pop()
           level = levels[-1]  # IndexError: a mark op without a mark.
-          if (op.name == 'APPENDS' and item_level == len(levels) and
-              target == (len(levels) - 1, len(level) - 1)):
-            ends.update(closed)
-          if item_level == len(levels):
-            item_level = None
+          if closed is items:
+            if op.name == 'APPENDS' and target == (len(levels) - 1, len(level) - 1):
+              ends.extend(closed[decided:])
+            elif decided > 1:
+              raise _taken_apart(index, source)
+            elif decided:
+              ends.pop()  # Not handed out yet: the guess is taken back.
+            items = None
+          closed_final = len(closed) < (2 * _BATCH if op.name == 'SETITEMS' else _BATCH) and (
+              op.name in ('APPENDS', 'SETITEMS', 'ADDITEMS'))
         if op.name == 'APPEND' and target == (len(levels) - 1, len(level) - 2):
-          ends.add(level[-1])
+          ends.append(level[-1])
         if op.name == 'EMPTY_LIST' and target is None:
-          target = (len(levels) - 1, len(level))
+          target, target_level = (len(levels) - 1, len(level)), level
       if pops:
         if pops > len(level):
           raise IndexError
+        if level is items and len(level) - pops < decided:
+          if len(level) - pops < decided - 1:
+            raise _taken_apart(index, source)
+          ends.pop()  # Not handed out yet: the guess is taken back.
+          decided -= 1
         del level[-pops:]
-      if pushes == 1:
-        level.append(index)
-      elif pushes:
-        level.extend([index] * pushes)
+      if pushes:
+        if level is items:
+          if closed_final is None:
+            if not pops and top_final and len(level) > decided:  # A new item starts.
+              ends.extend(level[decided:])
+              decided = len(level)
+            top_final = code in _FINAL
+          else:
+            top_final = closed_final
+        if pushes == 1:
+          level.append(index)
+        else:
+          level.extend([index] * pushes)
   except errors.RLDSSuiteError:
     raise
   except (IndexError, KeyError, ValueError) as e:
@@ -247,7 +330,14 @@ def _item_ends(f: IO[bytes], source: str, max_bytes: Optional[int]) -> set[int]:
                                   f'{index}', path=source) from e
   if target is None:
     raise errors.SchemaError('expected a pickled list, found none', path=source)
-  return ends
+  scan.resolved = float('inf')
+  scan.done = True
+
+
+def _taken_apart(index: int, source: str) -> errors.SchemaError:
+  return errors.SchemaError(f'opcode {index} takes apart an item already handed out (items that '
+                            f'are not written one after another): the items cannot be read one at '
+                            f'a time', path=source)
 
 
 def _skip(read, size: int) -> None:
@@ -285,27 +375,66 @@ def _read_lines(buf: bytes, pos: int, read, count: int) -> tuple[bytes, int, int
 
 
 class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
-  """The restricted unpickler, run opcode by opcode so completed items can be handed out."""
+  """The restricted unpickler, run opcode by opcode so completed items can be handed out; it runs
+  the bytes the first pass read once it knows which of their opcodes complete an item."""
 
   def __init__(self, file: IO[bytes], *, source: str, max_bytes: Optional[int] = None):
     super().__init__(file, source=source, max_bytes=max_bytes)
     self._handed = 0
     self._memo_count = 0
+    self._stream_read = file.read
+    self._scan = _Scan()
+    self._scanner = _scan(self._stream_read, self._scan, source, max_bytes, self._max_bytes)
+    self._window = io.BytesIO()  # The bytes read that this pass has not run yet.
+    self._framed = False
 
-  def items(self, ends: set[int]) -> Iterator[Any]:
-    self._unframer = pickle._Unframer(self._file_read, self._file_readline)  # pylint: disable=protected-access
-    # Straight from the file until a FRAME opcode (protocol 4+) asks for the unframer.
-    self.read, self.readline = self._file_read, self._file_readline
-    self.readinto = self._unframer.readinto
+  def _more(self) -> bool:
+    """Runs the first pass one read further and appends what it read to the window (the stream
+    itself once the first pass is done); False at the end of the stream."""
+    scan = self._scan
+    if scan.done:
+      new = self._stream_read(_SCAN_CHUNK)
+      more = bool(new)
+    else:
+      next(self._scanner, None)
+      new = b''.join(scan.kept)
+      scan.kept.clear()
+      more = True
+    rest = self._window.read()
+    self._window = io.BytesIO(rest + new if rest else new)
+    scan.held = len(rest) + len(new)
+    if not self._framed:
+      self.read, self.readline = self._window.read, self._window.readline
+      self.readinto = self._window.readinto
+    return more
+
+  def _feed_read(self, size: int) -> bytes:
+    data = self._window.read(size)
+    while len(data) < size and self._more():
+      data += self._window.read(size - len(data))
+    return data
+
+  def _feed_readline(self) -> bytes:
+    line = self._window.readline()
+    while not line.endswith(b'\n') and self._more():
+      line += self._window.readline()
+    return line
+
+  def items(self) -> Iterator[Any]:
+    self._file_read, self._file_readline = self._feed_read, self._feed_readline
+    self._unframer = pickle._Unframer(self._feed_read, self._feed_readline)  # pylint: disable=protected-access
+    self._more()
     self.metastack, self.stack, self.proto = [], [], 0
     self.append = self.stack.append
     dispatch = self.dispatch
+    scan = self._scan
+    ends = scan.ends
     memo_before: set = set()
-    ends_in_order = iter(sorted(ends))
-    next_end = next(ends_in_order, -1)
     try:
       index = 0
       while True:
+        while index >= scan.resolved:  # Not yet known whether this opcode completes an item.
+          self._more()
         key = self.read(1)
         if not key:
           raise EOFError('pickle data was truncated')
@@ -317,10 +446,10 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
           raise errors.SchemaError(f'item {self._handed} refers to an object of an earlier item '
                                    f'(or the file is damaged): the items cannot be read one at a '
                                    f'time', path=self._source) from e
-        if index == next_end:
+        if ends and ends[0] == index:
+          ends.popleft()
           yield self._hand_out(memo_before)
           memo_before = set(self.memo)
-          next_end = next(ends_in_order, -1)
         index += 1
     except pickle._Stop:  # pylint: disable=protected-access
       return
@@ -339,6 +468,7 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     self._memo_count += 1
 
   def load_frame(self) -> None:
+    self._framed = True
     self.read, self.readinto, self.readline = (self._unframer.read, self._unframer.readinto,
                                                self._unframer.readline)
     super().load_frame()
