@@ -135,8 +135,7 @@ def _decode_leaf(leaf: episode_wire.Leaf, feature: Optional[tuple[int, memoryvie
   else:
     items = _bytes_items(message)
     if leaf.kind == episode_wire.PNG:
-      rows = [decode_png(bytes(item), leaf.shape, dtype) for item in items]
-      values = np.stack(rows) if rows else np.zeros((0,) + leaf.shape, dtype)
+      values = decode_pngs(items, leaf.shape, dtype)
     else:
       row_bytes = int(np.prod(leaf.shape, dtype=np.int64)) * dtype.itemsize
       data = b''.join(_inflate(item, row_bytes) for item in items) if (
@@ -257,6 +256,20 @@ def decode_varints(data: np.ndarray) -> np.ndarray:
 
 
 # --- PNG ---------------------------------------------------------------------------------------
+
+def decode_pngs(pngs: Sequence[bytes | memoryview], shape: tuple[int, ...],
+                dtype: np.dtype = np.dtype(np.uint8)) -> np.ndarray:
+  """PNG files -> one [len(pngs), *shape] array, filled in place (no list of frames beside it);
+  ValueError naming the first that is not such a PNG."""
+  images = np.empty((len(pngs),) + tuple(shape), dtype)
+  for index, png in enumerate(pngs):
+    try:
+      images[index] = decode_png(bytes(png), tuple(shape), dtype)
+    except (ValueError, OSError, struct.error, isal_zlib.error) as e:
+      raise ValueError(f'frame {index} is not a {list(shape)} {np.dtype(dtype).name} PNG: '
+                       f'{e}') from None
+  return images
+
 
 def decode_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype = np.dtype(np.uint8)) -> np.ndarray:
   """A PNG file -> a [height, width, channels] array, as TFDS's Image decodes it. Unfiltered

@@ -12,7 +12,6 @@ import pathlib
 import struct
 from typing import Iterator, Mapping, Sequence
 
-from isal import isal_zlib
 import numpy as np
 
 import rlds_suite
@@ -21,7 +20,6 @@ from rlds_suite.tfds import shard_reader
 from rlds_suite.tfds import tfrecord_files
 
 _Feature = shard_reader.ParseFeature
-_PNG_ERRORS = (ValueError, OSError, struct.error, isal_zlib.error)
 
 
 def _sequence(shape: Sequence[int] = (), dtype: str = 'float32') -> shard_reader.ParseFeature:
@@ -78,14 +76,10 @@ def read_examples(path: errors.PathLike,
 
 def decode_frames(pngs: Sequence[bytes], shape: tuple[int, ...]) -> np.ndarray:
   """PNG frames -> (T, *shape) uint8 (CorruptFileError naming the frame if one is not such a PNG)."""
-  frames = np.empty((len(pngs),) + tuple(shape), np.uint8)
-  for t, png in enumerate(pngs):
-    try:
-      frames[t] = shard_reader.decode_png(png, tuple(shape))
-    except _PNG_ERRORS as e:
-      raise errors.CorruptFileError(f'frame {t} is not a {list(shape)} uint8 PNG: {e}',
-                                    field='observations') from None
-  return frames
+  try:
+    return shard_reader.decode_pngs(pngs, tuple(shape))
+  except ValueError as e:
+    raise errors.CorruptFileError(str(e), field='observations') from None
 
 
 # Builders import this module: if registering them was put off while it was imported, do it now.
