@@ -389,24 +389,27 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     self._framed = False
 
   def _more(self) -> bool:
-    """Runs the first pass one read further and appends what it read to the window (the stream
-    itself once the first pass is done); False at the end of the stream."""
-    scan = self._scan
-    if scan.done:
+    """Runs the first pass one read further (once it is done, reads the stream itself) and
+    appends what it read to the window; False at the end of the stream."""
+    if self._scan.done:
       new = self._stream_read(_SCAN_CHUNK)
-      more = bool(new)
-    else:
-      next(self._scanner, None)
-      new = b''.join(scan.kept)
-      scan.kept.clear()
-      more = True
-    rest = self._window.read()
-    self._window = io.BytesIO(rest + new if rest else new)
-    scan.held = len(rest) + len(new)
+      self._refill(new)
+      return bool(new)
+    next(self._scanner, None)
+    self._refill()
+    return True
+
+  def _refill(self, new: bytes = b'') -> None:
+    """The window: what this pass has not run yet, then what the first pass kept (or `new`)."""
+    scan = self._scan
+    parts = [self._window.read(), *scan.kept, new]
+    scan.kept.clear()
+    data = b''.join(parts)
+    self._window = io.BytesIO(data)
+    scan.held = len(data)
     if not self._framed:
       self.read, self.readline = self._window.read, self._window.readline
       self.readinto = self._window.readinto
-    return more
 
   def _feed_read(self, size: int) -> bytes:
     data = self._window.read(size)
@@ -433,8 +436,10 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     try:
       index = 0
       while True:
-        while index >= scan.resolved:  # Not yet known whether this opcode completes an item.
-          self._more()
+        if index >= scan.resolved:  # Not yet known whether this opcode completes an item.
+          while index >= scan.resolved:
+            next(self._scanner, None)
+          self._refill()
         key = self.read(1)
         if not key:
           raise EOFError('pickle data was truncated')
