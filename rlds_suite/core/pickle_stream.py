@@ -374,6 +374,9 @@ def _read_lines(buf: bytes, pos: int, read, count: int) -> tuple[bytes, int, int
       return buf, after, len(buf)
 
 
+_EMPTY = io.BytesIO()
+
+
 class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
   """The restricted unpickler, run opcode by opcode so completed items can be handed out; it runs
   the bytes the first pass read once it knows which of their opcodes complete an item."""
@@ -385,7 +388,7 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     self._stream_read = file.read
     self._scan = _Scan()
     self._scanner = _scan(self._stream_read, self._scan, source, max_bytes, self._max_bytes)
-    self._window = io.BytesIO()  # The bytes read that this pass has not run yet.
+    self._window = _EMPTY  # The bytes read that this pass has not run yet.
     self._framed = False
 
   def _more(self) -> bool:
@@ -404,7 +407,9 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     scan = self._scan
     parts = [self._window.read(), *scan.kept, new]
     scan.kept.clear()
+    self._window = _EMPTY  # Its bytes go before the join copies them.
     data = b''.join(parts)
+    del parts
     self._window = io.BytesIO(data)
     scan.held = len(data)
     if not self._framed:
@@ -433,13 +438,15 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     scan = self._scan
     ends = scan.ends
     memo_before: set = set()
+    resolved, next_end = 0, -1  # Copies of scan.resolved and ends[0], taken after each wait.
     try:
       index = 0
       while True:
-        if index >= scan.resolved:  # Not yet known whether this opcode completes an item.
+        if index >= resolved:  # Not yet known whether this opcode completes an item.
           while index >= scan.resolved:
             next(self._scanner, None)
           self._refill()
+          resolved, next_end = scan.resolved, ends[0] if ends else -1
         key = self.read(1)
         if not key:
           raise EOFError('pickle data was truncated')
@@ -451,8 +458,9 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
           raise errors.SchemaError(f'item {self._handed} refers to an object of an earlier item '
                                    f'(or the file is damaged): the items cannot be read one at a '
                                    f'time', path=self._source) from e
-        if ends and ends[0] == index:
+        if index == next_end:  # Ends found later are past `resolved`: no need to look sooner.
           ends.popleft()
+          next_end = ends[0] if ends else -1
           yield self._hand_out(memo_before)
           memo_before = set(self.memo)
         index += 1

@@ -248,6 +248,7 @@ _STATE: dict[type, Callable[[Any, Any], None]] = {
 _FILLS = {'dict': (dict, collections.OrderedDict), 'list': (list,), 'set': (set,)}
 _CHUNK = 1 << 24  # Claims above this are read in chunks, never allocated up front.
 _LENGTHS = {fmt: struct.Struct(fmt) for fmt in ('<I', '<Q', '<i')}
+_UINT32 = _LENGTHS['<I']
 
 
 def _name(value: Any) -> str:
@@ -411,8 +412,11 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
   def load_binput(self) -> None:
     self._memo_put(self.read(1)[0])
 
-  def load_long_binput(self) -> None:
-    self._memo_put(struct.unpack('<I', self.read(4))[0])
+  def load_long_binput(self) -> None:  # np.savez's pickles: one after every object.
+    key, = _UINT32.unpack(self.read(4))
+    value = self.memo[key] = self.stack[-1]
+    if type(value) is pickled_numpy.PendingDType:
+      value.memo_keys.append(key)
 
   def load_memoize(self) -> None:
     self._memo_put(len(self.memo))
@@ -422,7 +426,8 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
       value = self.memo[key]
     except KeyError:
       raise pickle.UnpicklingError(f'Memo value not found at index {key}') from None
-    self._check_complete(value)
+    if id(value) in self._unbuilt:
+      self._check_complete(value)
     self.append(value)
 
   def _check_complete(self, value: Any) -> None:
@@ -436,7 +441,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     self._memo_get(self.read(1)[0])
 
   def load_long_binget(self) -> None:
-    self._memo_get(struct.unpack('<I', self.read(4))[0])
+    self._memo_get(_UINT32.unpack(self.read(4))[0])
 
   def load_dup(self) -> None:
     self._check_complete(self.stack[-1])
