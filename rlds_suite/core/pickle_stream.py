@@ -2,13 +2,15 @@
 
 Benchmark files pickle every trajectory into one list (il-representations' Atari `arr_0` object
 array, its dm_control `TrajectoryWithRew` lists). `pickle.load` builds the whole list, so memory
-grows with the file. Pickle writes list items in batches (`MARK item ... APPENDS`) and an item may
-take several stack slots while it is built (`cls, args, NEWOBJ`), so where an item ends is only
-known once the next one has started: a first pass over the opcodes (pickletools' table, nothing
-built; each numpy array's ~30 opcodes before its data stepped over with one regex match) finds the
-opcode that completes each item of the first list in the stream, and a second pass runs the
-restricted unpickler (`safe_pickle.RestrictedUnpickler`, with all its checks) opcode by opcode,
-hands each completed item out and drops it (and its memo entries). Memory holds one item.
+grows with the file. Pickle writes list items in batches (`MARK item ... APPENDS`, up to 1000)
+and an item may take several stack slots while it is built (`cls, args, NEWOBJ`), so where an item
+ends is only known for sure once the batch closes. One read of the stream serves two passes: the
+first walks the opcodes (pickletools' table, nothing built; each numpy array's ~30 opcodes before
+its data stepped over with one regex match), keeps the bytes it read, and takes an item as
+complete when the next one starts after a finished value; the second runs the restricted
+unpickler (`safe_pickle.RestrictedUnpickler`, with all its checks) opcode by opcode over the kept
+bytes, one item behind the first, hands each completed item out and drops it (and its memo
+entries). Memory holds about two items' pickled bytes and the item being built.
 """
 
 from __future__ import annotations
@@ -186,7 +188,8 @@ def _scan(read_stream: Callable[[int], bytes], scan: _Scan, source: str,
   opcodes one after another, and rarely takes such a value apart again. The second pass runs one
   item behind (`scan.resolved`), so the last guess can be taken back (a tuple of two finished
   values); an opcode that takes apart an item handed out (a tuple of three) is refused:
-  SchemaError, never different data. Only opcodes and
+  SchemaError, never different data. Items that end otherwise (a number, a tuple, a protocol 5
+  array) wait for a later finished value or the batch's end. Only opcodes and
   argument sizes are read, from large reads of the stream; every byte read is kept in
   `scan.kept` for the second pass, at most `max_held` not yet run (about one item). `max_bytes`
   bounds one opcode's claim. Nothing is built.
