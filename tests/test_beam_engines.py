@@ -179,7 +179,7 @@ def test_runner_flags_reach_the_pipeline_from_the_cli(runner, flags, expected, m
     pass
 
   def build(name, manual_dir=None, data_dir=None, beam_options=None):
-    seen.update(beam_options.get_all_options())
+    seen.update(beam_options().get_all_options())  # beam.options_for yields a function.
     raise Stop
 
   monkeypatch.setattr(datasets, 'build', build)
