@@ -63,11 +63,20 @@ Measured (defaults, 2 shared vCPUs with other engineers' jobs running, 3 paired 
   one, _reconstruct, the state's checks, the copy into the array), first pass 27%, ISA-L inflate
   24% (counted in both: the member is inflated once per pass), stacking rows 7%. 48,015 opcodes
   per 500-step trajectory without a memo, 31,519 with; 3 arrays per step.
+  Issue 17, one read for both passes (the second runs the first's kept bytes one trajectory
+  behind; the zip member is inflated once), same command and repeats as before and after in
+  turn: before 1.27x (0.84-1.67x) wall, 1.55x (1.14-2.06x) CPU at load 1-5; after 1.24x
+  (0.96-1.68x) wall, 1.83x (1.25-2.23x) CPU at load 2-4 (at load 4-10: 1.06x (0.65-1.54x) before,
+  1.01x (0.72-1.49x) after). The baseline's own 2.2-4.1 s CPU spread decides these ratios; ours'
+  process CPU is 1.92 s median (1.82-2.39) after, 2.00 s (1.92-2.06) before. Reading alone,
+  interleaved, 5 pairs: 1.81 s (1.70-1.89) -> 1.59 s (1.57-1.67) CPU; dm_control 5k steps 0.88 s
+  -> 0.65 s (0.61-0.77). Peak RSS ours 272 MiB at 20k steps (was 232): two trajectories' pickled
+  bytes are held (the one being built, the one being scanned).
   dm_control after issue 17's changes (3 repeats, --multiples 1, load 3-4): ours 2,006 steps/s
   wall (1,573-2,331), 4,225 CPU; baseline 2,251 (2,096-2,259), 3,704 CPU; 0.96x (0.70-1.04x) wall,
   1.12x (0.95-1.20x) CPU; peak RSS ours 186 MiB, baseline 1,768 MiB.
 What bounded ours with TFDS's writer: per step, TFDS's ZLIB encoding of the frames (30 KB for dm_control, 28 KB for
-Atari) and serialization; reading costs two passes over the pickle in Python (the first finds
+Atari) and serialization; reading costs two passes over one read of the pickle in Python (the first finds
 where each trajectory ends, so that one can be handed out at a time, stepping over each numpy
 array's opcodes at once; the second runs the restricted unpickler opcode by opcode). The baseline only unpickles
 and concatenates: it writes nothing, and cannot hold a file larger than ~1/3 of memory.
