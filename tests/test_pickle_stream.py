@@ -333,6 +333,16 @@ def test_an_item_larger_than_max_bytes_is_refused():
   found = list(pickle_stream.iter_list_items(lambda: io.BytesIO(data), source='test.pkl',
                                              max_bytes=len(data)))
   assert len(found) == 2
-  with pytest.raises(errors.CorruptFileError, match='test.pkl: an item takes more than the 200000'):
+  with pytest.raises(errors.CorruptFileError, match='test.pkl: an item takes more than 200000'):
     list(pickle_stream.iter_list_items(lambda: io.BytesIO(data), source='test.pkl',
                                        max_bytes=200_000))
+
+
+def test_items_waiting_for_their_batch_are_bounded_too():
+  """Tuples end only at their batch's end, so their bytes wait: a stream of them holds no more
+  than the bound, whatever it expands to."""
+  data = pickle.dumps([(bytes(40), i) for i in range(900)], protocol=3)
+  assert [item[1] for item in _stream(data)] == list(range(900))
+  with mock.patch.object(pickle_stream, '_MAX_HELD', 20_000):
+    with pytest.raises(errors.CorruptFileError, match='test.pkl: an item takes more than 20000'):
+      _stream(data)

@@ -201,8 +201,8 @@ def _scan(read_stream: Callable[[int], bytes], scan: _Scan, source: str,
     kept.append(data)
     scan.held += len(data)
     if max_held is not None and scan.held > max_held:
-      raise errors.CorruptFileError(f'an item takes more than the {max_held} bytes the pickle '
-                                    f'stream can hold', path=source)
+      raise errors.CorruptFileError(f'an item takes more than {max_held} bytes (the most held '
+                                    f'while items are read)', path=source)
     return data
 
   levels: list[list[int]] = [[]]  # Per mark level: for each stack slot, the op that last pushed it.
@@ -378,6 +378,10 @@ def _read_lines(buf: bytes, pos: int, read, count: int) -> tuple[bytes, int, int
 
 
 _EMPTY = io.BytesIO()
+# The most pickled bytes held at once when the stream's size and `max_bytes` allow more: items
+# whose end shows only at their batch's end (numbers, tuples, protocol 5 arrays) wait, and a
+# zip or gzip bomb of them must not fill memory.
+_MAX_HELD = 1 << 30
 
 
 class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
@@ -390,7 +394,8 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     self._memo_count = 0
     self._stream_read = file.read
     self._scan = _Scan()
-    self._scanner = _scan(self._stream_read, self._scan, source, max_bytes, self._max_bytes)
+    self._scanner = _scan(self._stream_read, self._scan, source, max_bytes,
+                          min(self._max_bytes or _MAX_HELD, _MAX_HELD))
     self._window = _EMPTY  # The bytes read that this pass has not run yet.
     self._framed = False
 
