@@ -439,7 +439,6 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
   def items(self) -> Iterator[Any]:
     self._file_read, self._file_readline = self._feed_read, self._feed_readline
     self._unframer = pickle._Unframer(self._feed_read, self._feed_readline)  # pylint: disable=protected-access
-    self._more()
     self.metastack, self.stack, self.proto = [], [], 0
     self.append = self.stack.append
     dispatch = self.dispatch
