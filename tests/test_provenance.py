@@ -4,6 +4,7 @@ import hashlib
 import json
 import pathlib
 import shutil
+import time
 
 import pytest
 import tensorflow_datasets as tfds
@@ -13,6 +14,7 @@ from rlds_suite import recording
 from rlds_suite.core import errors
 from rlds_suite.tfds import datasets
 from rlds_suite.tfds import provenance
+from rlds_suite.tfds import tfrecord_files
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MAGICAL_DUMMY = REPO / 'builders' / 'magical_demos' / 'dummy_data'
@@ -39,6 +41,31 @@ def test_build_records_sources_config_and_files(built):
   assert record['sources'] == expected
   shards = [name for name in record['dataset_files'] if '.tfrecord' in name]
   assert shards and 'dataset_info.json' in record['dataset_files']
+
+
+def test_shards_hashed_as_written_match_their_bytes_and_a_changed_one_is_read_again(tmp_path):
+  # tfrecord_files.RecordWriter hashes records as it writes them (writev in batches, one piece
+  # after a short write); provenance.write takes that digest only while the file is unchanged.
+  dataset = tmp_path / 'dataset'
+  dataset.mkdir()
+  records = [bytes([i % 251]) * (i * 997 % 70_000) for i in range(600)]
+  writer = tfrecord_files.RecordWriter(dataset / 'shard.tfrecord')
+  for record in records:
+    writer.write(record)
+  writer.close()
+  (dataset / 'linked.tfrecord').hardlink_to(dataset / 'shard.tfrecord')  # As publish_split places.
+  assert list(tfrecord_files.read_records(dataset / 'linked.tfrecord')) == records
+  written = (dataset / 'shard.tfrecord').read_bytes()
+  expected = {'size': len(written), 'sha256': hashlib.sha256(written).hexdigest()}
+  files = provenance.write(str(dataset), produced_by={})['dataset_files']
+  assert files == {'linked.tfrecord': expected, 'shard.tfrecord': expected}
+  time.sleep(0.05)  # Past the file system's timestamp granularity: the change shows in mtime.
+  with open(dataset / 'shard.tfrecord', 'r+b') as f:  # Same size, other bytes: hashed again.
+    f.write(b'x')
+  changed = (dataset / 'shard.tfrecord').read_bytes()
+  files = provenance.write(str(dataset), produced_by={})['dataset_files']
+  assert files['shard.tfrecord'] == {'size': len(changed),
+                                     'sha256': hashlib.sha256(changed).hexdigest()}
 
 
 def test_verify_passes_then_names_changed_files(built, capsys):

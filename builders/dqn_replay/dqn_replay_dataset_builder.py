@@ -148,10 +148,6 @@ class Builder(rlds_beam.WorkerWrittenBuilder, builder_base.RLDSBuilder):
       return _beam_split(replay_logs, wanted, self.beam_item_rows, self.beam_workers)
     with errors.located(replay_logs):  # The terminal files alone: 1 byte a row.
       spans = dqn_replay_spans.episode_spans(dqn_replay.Run(replay_logs), wanted)
-    return progress.expect(self._examples_in_process(replay_logs, wanted), _totals(spans))
-
-  def _examples_in_process(self, replay_logs: str,
-                           wanted: Optional[list[int]]) -> Iterator[tuple[int, dict[str, Any]]]:
-    with errors.located(replay_logs):
-      for trajectory in dqn_replay.read_run(replay_logs, wanted):
-        yield _example(trajectory)
+    # The spans (read_run's episodes, tests/test_readers_dqn_replay_spans.py) are read each into
+    # one array per field: read_run's blocks would be joined into episodes, a copy of every frame.
+    return progress.expect(_span_examples(spans, replay_logs, wanted), _totals(spans))

@@ -28,8 +28,30 @@ VALIDATION_FAILED = 'VALIDATION_FAILED.json'
 _CHUNK = 1 << 20
 
 
-def digest(path: errors.PathLike) -> dict[str, Any]:
-  """{'size': bytes, 'sha256': hex} of a file, read in 1 MiB chunks."""
+# Digests taken by this process of the files it wrote (tfrecord_files.RecordWriter), by the file's
+# identity: device, inode, size and modification time (kept by the renames and hard links that
+# place a shard; a later change of the file changes them).
+_written: dict[tuple[int, int, int, int], dict[str, Any]] = {}
+
+
+def _identity(path: errors.PathLike) -> tuple[int, int, int, int]:
+  stat = os.stat(path)
+  return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def remember(path: errors.PathLike, written: dict[str, Any]) -> None:
+  """Records the digest of a file this process has just written and closed, taken from the bytes
+  as they were written: `write` uses it instead of reading the file again."""
+  _written[_identity(path)] = dict(written)
+
+
+def digest(path: errors.PathLike, trust_written: bool = False) -> dict[str, Any]:
+  """{'size': bytes, 'sha256': hex} of a file, read in 1 MiB chunks; with `trust_written`, one
+  that `remember` recorded for the file as it still is (no read)."""
+  known = _written.get(_identity(path)) if trust_written else None
+  if known is not None:
+    progress.file_done()
+    return dict(known)
   sha = hashlib.sha256()
   size = 0
   with open(path, 'rb') as f:
@@ -55,9 +77,11 @@ def digests(root: errors.PathLike, skip: Iterable[str] = ()) -> dict[str, dict[s
 
 
 def dataset_digests(dataset_dir: errors.PathLike, previous: Mapping[str, Any] = {},
-                    write_once: Callable[[str], bool] = lambda name: False) -> dict[str, Any]:
+                    write_once: Callable[[str], bool] = lambda name: False,
+                    trust_written: bool = False) -> dict[str, Any]:
   """Digests of a dataset's own files: all but the provenance, a failed validation's report and
-  hidden files (a recording's lock and unfinished shard). A `write_once` file keeps its `previous` digest while its size holds."""
+  hidden files (a recording's lock and unfinished shard). A `write_once` file keeps its `previous`
+  digest while its size holds; `trust_written`: see `digest` (`verify` reads every file)."""
   found = {}
   for directory, subdirectories, files in os.walk(dataset_dir):
     subdirectories[:] = sorted(d for d in subdirectories if not d.startswith('.'))
@@ -71,7 +95,7 @@ def dataset_digests(dataset_dir: errors.PathLike, previous: Mapping[str, Any] = 
       if known and write_once(relative) and known['size'] == os.path.getsize(path):
         found[relative] = known
       else:
-        found[relative] = digest(path)
+        found[relative] = digest(path, trust_written)
   return found
 
 
@@ -92,7 +116,8 @@ def write(dataset_dir: errors.PathLike, *, produced_by: Mapping[str, Any],
   `produced_by` says what made it (builder and config, or environment and policy). With
   `previous_runs`, earlier runs already recorded (a recording appended to) are kept in 'runs';
   `replace_last_run` replaces the last of them (a recording updating its own run as it goes).
-  Files for which `write_once` holds (completed shards) are not hashed again while their size holds.
+  Files for which `write_once` holds (completed shards) are not hashed again while their size holds;
+  nor are the files this process wrote with tfrecord_files.RecordWriter (hashed as written).
   """
   from rlds_suite import __version__  # pylint: disable=g-import-not-at-top
   path = os.path.join(dataset_dir, FILE_NAME)
@@ -108,7 +133,7 @@ def write(dataset_dir: errors.PathLike, *, produced_by: Mapping[str, Any],
       'runs': runs + [run],
       'source_root': None if source_root is None else os.path.abspath(source_root),
       'sources': {} if source_root is None else digests(source_root),
-      'dataset_files': dataset_digests(dataset_dir, previous, write_once),
+      'dataset_files': dataset_digests(dataset_dir, previous, write_once, trust_written=True),
   }
   temporary = os.path.join(dataset_dir, f'.{FILE_NAME}.tmp')
   try:
