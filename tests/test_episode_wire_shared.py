@@ -81,3 +81,27 @@ def test_workers_encode_pngs_as_the_writer_is_set(batch, pool, monkeypatch, room
             episode_wire.serialize(plan, episodes))
   finally:
     shared.close()
+
+
+def test_a_batch_larger_than_a_block_is_serialized_here_and_blocks_stay_bounded(
+    batch, pool, monkeypatch):
+  """A long episode's batch (issue 17: a 27,000-step Atari episode, 190 MiB of frames) no longer
+  leaves a block of its size, rounded up to a power of two, in place for the rest of the build:
+  it is serialized by the caller from its own arrays, and the blocks stay at most MAX_BLOCK."""
+  plan, episodes = batch
+  small = episodes[:1]
+  cap = 1 << (episode_wire._step_bytes(plan, small) - 1).bit_length()  # pylint: disable=protected-access
+  assert episode_wire._step_bytes(plan, episodes) > cap  # pylint: disable=protected-access
+  monkeypatch.setattr(episode_wire, '_MIN_BLOCK', 64)
+  monkeypatch.setattr(episode_wire, 'MAX_BLOCK', cap)
+  shared = episode_wire.SharedBatches()
+  try:
+    assert shared.submit(pool, plan, small).result() == episode_wire.serialize(plan, small)
+    names = _blocks(shared)
+    big = shared.submit(pool, plan, episodes)
+    assert big.done() and big.result() == episode_wire.serialize(plan, episodes)
+    assert _blocks(shared) == names and max(shared.block_sizes) <= cap
+    assert shared.submit(pool, plan, small).result() == episode_wire.serialize(plan, small)
+    assert _blocks(shared) == names
+  finally:
+    shared.close()

@@ -1,13 +1,18 @@
 """write_episodes round trip: what is written reads back unchanged, in order."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
 from rlds_suite.tfds import datasets
+from rlds_suite.core import episodes
 from rlds_suite.core import errors
 from rlds_suite.tfds import features
 from rlds_suite.core import fields
+from rlds_suite.tfds import episode_wire
 from rlds_suite.tfds import writing
+from rlds_suite.readers import rl_unplugged
 
 from tests import streams_data
 
@@ -64,3 +69,52 @@ def test_each_completed_shard_hands_free_heap_back(tmp_path, monkeypatch):
   assert len(shards) > 3
   assert len(calls) == len(shards)
   work.remove()
+
+
+def _atari_example(n: int) -> dict:
+  frames = np.zeros((n,) + rl_unplugged.ATARI_FRAME_SHAPE, np.uint8)
+  frames[:, 20:30, :, 0] = (np.arange(n) % 200)[:, None, None]
+  return {'observations': frames, 'actions': np.arange(n) % 6,
+          'discounts': np.r_[np.ones(n - 1), 0].astype(np.float32),
+          'unclipped_rewards': np.ones(n, np.float32), 'clipped_rewards': np.ones(n, np.float32),
+          'episode_idx': 7, 'checkpoint_idx': 1, 'episode_return': n, 'clipped_episode_return': n}
+
+
+def test_a_long_episode_is_converted_and_serialized_without_copies_of_its_frames(monkeypatch):
+  """Issue 17: a 27,000-step rlu_atari episode (190 MiB of frames) took the build over 1 GB:
+  to_episode copied the frames, and the serializer concatenated them and laid out PNG scanlines
+  for the whole column. Now the episode's observations are the reader's frames and the encoder
+  works ENCODE_ROWS frames at a time: what the serializer holds stays well under the frames' size,
+  and the bytes are those of encoding the whole column at once."""
+  example = _atari_example(3000)
+  frames = example['observations']
+  episode = episodes.to_episode(rl_unplugged.atari_trajectory(example)).as_example()
+  observations = episode[fields.STEPS][fields.OBSERVATION]
+  assert np.shares_memory(observations, frames) and np.array_equal(observations, frames)
+  spec = features.rlds_features(observation=features.image(rl_unplugged.ATARI_FRAME_SHAPE),
+                                action=features.scalar('int64'), reward=features.scalar('float32'),
+                                step_metadata={'clipped_reward': features.scalar('float32')},
+                                episode_metadata={'episode_id': features.scalar('int64')})
+  del episode['checkpoint_id'], episode['episode_return'], episode['clipped_episode_return']
+  plan = writing.plan_of(spec)
+  whole = episode_wire.serialize(plan, [writing.flat_episode(plan, episode)])
+  monkeypatch.setattr(episode_wire, 'ENCODE_ROWS', 256)
+  serializer = writing.Serializer(spec, workers=0)  # As each Beam worker encodes.
+  tracemalloc.start()
+  try:
+    out = list(serializer.add(episode)) + list(serializer.flush())
+    peak = tracemalloc.get_traced_memory()[1]
+  finally:
+    tracemalloc.stop()
+    serializer.close()
+  assert out == whole
+  assert peak < frames.nbytes / 4, (peak, frames.nbytes)
+
+
+def test_a_truncated_long_episode_still_repeats_its_last_frame():
+  example = _atari_example(50)
+  example['discounts'][-1] = 1  # Not terminated: the final observation is not stored.
+  steps = episodes.to_episode(rl_unplugged.atari_trajectory(example)).steps
+  assert len(steps[fields.OBSERVATION]) == 51
+  assert not np.shares_memory(steps[fields.OBSERVATION], example['observations'])
+  np.testing.assert_array_equal(steps[fields.OBSERVATION][-1], example['observations'][-1])

@@ -357,8 +357,11 @@ def to_episodes(batch: TrajectoryBatch) -> EpisodeBatch:
   observations, actions = batch.observations, batch.actions
   if has_final:
     final_rows = ends - 1
-    observations = nested.interleave_rows(observations, action_rows, batch.final_observations,
-                                          final_rows, num_steps)
+    observations = (_continued(observations, batch.final_observations, num_steps)
+                    if len(counts) == 1 else None)
+    if observations is None:
+      observations = nested.interleave_rows(batch.observations, action_rows,
+                                            batch.final_observations, final_rows, num_steps)
     actions = nested.interleave_rows(actions, action_rows, None, final_rows, num_steps)
     rewards = nested.interleave_rows(rewards, action_rows, None, final_rows, num_steps)
     step_metadata = nested.interleave_rows(step_metadata, action_rows, batch.final_step_metadata,
@@ -401,6 +404,36 @@ def to_episodes(batch: TrajectoryBatch) -> EpisodeBatch:
     raise errors.SchemaError(f'expected episode metadata for {len(counts)} episodes, got '
                              f'{len(metadata)}', field='metadata')
   return EpisodeBatch(steps=steps, starts=np.append(starts, num_steps), metadata=metadata)
+
+
+def _continued(columns: Nested, finals: Nested, num_rows: int) -> Optional[Nested]:
+  """One episode's observation rows followed by its final row, as views of the arrays they
+  were cut from when every final row is the row after its column in the same buffer (a format
+  that stores the final observation as the last row: rlu_atari's 27,000-frame episodes are not
+  copied; the episode then shares the trajectory's memory); None otherwise."""
+  views = nested.map_arrays(lambda column, final: _view_through(column, final, num_rows),
+                            columns, finals)
+  return None if any(view is None for view in nested.leaves(views)) else views
+
+
+def _view_through(column: Any, final: Any, num_rows: int) -> Optional[np.ndarray]:
+  """`column`'s rows and then `final`'s one row as a view, when memory has them in that order."""
+  if not (isinstance(column, np.ndarray) and isinstance(final, np.ndarray)
+          and column.dtype != object and column.dtype == final.dtype
+          and column.shape[1:] == final.shape[1:] and len(final) == 1
+          and len(column) + 1 == num_rows and column.flags.c_contiguous
+          and final.flags.c_contiguous and _root(column) is _root(final)
+          and final.ctypes.data == column.ctypes.data + column.nbytes):
+    return None
+  return np.lib.stride_tricks.as_strided(column, shape=(num_rows,) + column.shape[1:],
+                                         writeable=column.flags.writeable)
+
+
+def _root(array: np.ndarray) -> Any:
+  """The object that owns `array`'s memory."""
+  while isinstance(array, np.ndarray) and array.base is not None:
+    array = array.base
+  return array
 
 
 class _Locator:

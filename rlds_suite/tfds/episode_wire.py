@@ -30,6 +30,7 @@ STOP_SIGNALS = ('SIGTERM', 'SIGUSR1')  # A build stops at the next example on th
 # How builds deflate PNG frames: ISA-L's level 0 (see compression.BUILD). Read when a batch is
 # serialized or packed for a worker, so a benchmark may set it to compare settings.
 png_encoder = compression.BUILD
+ENCODE_ROWS = 1024  # Rows encoded at a time (an 84x84 frame's scanlines: 7 MiB).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,8 +59,9 @@ def serialize(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]],
   columns = {}
   for leaf in plan:
     values = [episode[leaf.key] for episode in episodes]
-    if leaf.per_step:
-      columns[leaf.key] = (np.concatenate(values) if values else None, [len(v) for v in values])
+    if leaf.per_step:  # One episode's rows are used as they are (no copy of a long episode).
+      column = values[0] if len(values) == 1 else np.concatenate(values) if values else None
+      columns[leaf.key] = (column, [len(v) for v in values])
     else:
       columns[leaf.key] = (values, [1] * len(values))
   return _serialize_columns(plan, columns, len(episodes), png or png_encoder)
@@ -82,6 +84,7 @@ def _serialize_columns(plan: Sequence[Leaf], columns: Mapping[str, tuple[Any, Se
 
 _SHM_DIR = '/dev/shm'
 _MIN_BLOCK = 16 << 20
+MAX_BLOCK = 64 << 20  # A larger batch (one long episode) is serialized by the writer instead.
 _ALIGN = 64
 _ATTACHED_MAX = 8  # Blocks a worker keeps mapped (the writer reuses a few).
 
@@ -101,7 +104,10 @@ class SharedBatches:
   """Submits batches to a process pool with their step columns in reusable shared-memory blocks:
   the writer copies each column once into a block and the worker reads it in place, instead of
   both pickling the frames through a pipe (~10 s of the writer's time per 1M DQN Replay rows).
-  A batch shared memory cannot take (a container's small /dev/shm) is pickled as before."""
+  A batch shared memory cannot take (a container's small /dev/shm) is pickled as before; one
+  larger than MAX_BLOCK (a 27,000-step Atari episode: 190 MiB of frames) is serialized in the
+  calling process from the episodes' own arrays, so no block outgrows MAX_BLOCK and no copy of
+  the long episode is made for a worker."""
 
   def __init__(self):
     self._blocks: dict[str, shared_memory.SharedMemory] = {}
@@ -110,7 +116,12 @@ class SharedBatches:
 
   def submit(self, pool: concurrent.futures.Executor, plan: Sequence[Leaf],
              episodes: Sequence[Mapping[str, Any]]) -> concurrent.futures.Future:
-    """The future of `serialize(plan, episodes)` run in `pool`."""
+    """The future of `serialize(plan, episodes)` run in `pool` (or here, done, when the batch's
+    step columns exceed MAX_BLOCK)."""
+    if _step_bytes(plan, episodes) > MAX_BLOCK:
+      done: concurrent.futures.Future = concurrent.futures.Future()
+      done.set_result(serialize(plan, episodes, png_encoder))
+      return done
     packed = self._pack(plan, episodes)
     if packed is None:
       return pool.submit(serialize, plan, episodes, png_encoder)
@@ -125,6 +136,12 @@ class SharedBatches:
     for block in blocks.values():
       block.close()
       block.unlink()
+
+  @property
+  def block_sizes(self) -> list[int]:
+    """The bytes of each shared-memory block held now."""
+    with self._lock:
+      return sorted(block.size for block in self._blocks.values())
 
   def _pack(self, plan: Sequence[Leaf],
             episodes: Sequence[Mapping[str, Any]]) -> Optional[Packed]:
@@ -216,6 +233,11 @@ def _attached(name: str) -> shared_memory.SharedMemory:
   return block
 
 
+def _step_bytes(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]]) -> int:
+  return sum(_aligned(sum(episode[leaf.key].nbytes for episode in episodes))
+             for leaf in plan if leaf.per_step)
+
+
 def _aligned(size: int) -> int:
   return -(-size // _ALIGN) * _ALIGN
 
@@ -232,7 +254,7 @@ def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int],
   rows = np.asarray(column, dtype=leaf.dtype) if not leaf.per_step else column
   rows = rows.reshape((int(bounds[-1]),) + tuple(leaf.shape))
   if leaf.kind in (PNG, ZLIB):
-    items = compression.png_rows(rows, png) if leaf.kind == PNG else compression.zlib_rows(rows)
+    items = _encoded_rows(rows, leaf.kind, png)
     return [_bytes_entry(key, items[bounds[i]:bounds[i + 1]]) for i in range(len(lengths))]
   if leaf.kind == RAW:  # One item of little-endian bytes per row, all rows' items at once.
     raw = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder('<')).reshape(len(rows), -1)
@@ -260,6 +282,16 @@ def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int],
     header = example_wire.packed_header(len(part))
     out.append([example_wire.entry_prefix(key, kind, len(header) + len(part)), header, part])
   return out
+
+
+def _encoded_rows(rows: np.ndarray, kind: str, png: compression.PngEncoder) -> list[bytes]:
+  """Each row PNG- or ZLIB-encoded, ENCODE_ROWS rows at a time: the encoder's working copy of
+  the rows (PNG's filtered scanlines, as large as the frames) stays bounded for a long episode."""
+  items: list[bytes] = []
+  for start in range(0, len(rows), ENCODE_ROWS):
+    chunk = rows[start:start + ENCODE_ROWS]
+    items += compression.png_rows(chunk, png) if kind == PNG else compression.zlib_rows(chunk)
+  return items
 
 
 def _bytes_entry(key: bytes, items: Sequence[bytes]) -> list[Any]:
