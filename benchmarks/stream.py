@@ -46,9 +46,18 @@ frame changes (2 rounds, load 2.7-5.7): cached 0.47x [0.45-0.48x] the batched ra
 (d4rl_like); frames, inflated by ISA-L, 1.38x [0.99-1.77x] the naive recipe at 0.58x [0.56-0.60x]
 its CPU per frame (101-110 vs 182 us) and 1.13x [1.12-1.15x] the raw decode rate (which inflates
 with the same ISA-L parser now), cached 7.5x [4.5-10.5x] uncached (11.7x while uncached frames cost
-1.7x the CPU). What bounds each: uncached state streams read
+1.7x the CPU). Issue 21's uncached changes (files read a batch of episodes per tf.data element,
+parse groups permuted instead of a per-episode shuffle buffer, a row's episode by binary search,
+DATASET_INDEX computed per block instead of gathered; `as_numpy` against the batched raw read in
+one process, 2 rounds alternated with the code before, load 4-6): cartpole_like 0.10x and 0.16x
+(before 0.09x and 0.16x; 211-253 vs 205-210 ns of CPU a step), d4rl_like 0.28x and 0.26x (before
+0.40x and 0.22x; 280-298 vs 294-296 ns): no gain measurable at that load, target (0.3x) NOT met.
+In a tf.function loop over the blocks (no exit) a CartPole step took 187-214 ns of CPU, before
+230-243. What bounds each: uncached state streams read
 and count records (~35 + ~30 ns a CartPole step: the per-file count that names a short shard),
-parse (~40 ns) and permute every field of a block with tf.gather (~50-60 ns); cached ones draw a
+parse (~40 ns) and permute every field of a block with tf.gather (~50-60 ns: ~6 ns a row and
+field, whatever the packing; concatenating fields by dtype or as bytes to gather once costs more);
+cached ones draw a
 block's permutation (~10 ns a step: numpy's Fisher-Yates), take every field from the memory maps
 (~7 ns) and cut 256-step batches (~6 ns: a view per field and a dict per batch), in one thread
 ahead of the consumer, against ~20-25 ns for the batched raw read, which hands out 1024 episodes an
