@@ -18,6 +18,10 @@ is sampled (build_dqn_replay.tree_peak), with the source read by `ours`
 tf.io.parse_single_example, tf.io.decode_png: the code before issue 17). Rounds alternate readers;
 median [min-max] over rounds, and the tf/ours time ratio paired by round. The built shards of the
 two readers are compared byte for byte.
+
+To compare with an earlier version (issue 17's before/after), export it (`git archive REV
+rlds_suite | tar -x -C DIR`) and run with PYTHONPATH=DIR from a directory outside the checkout
+(a child started with `-c` puts its working directory first on sys.path).
 """
 
 from __future__ import annotations
