@@ -24,25 +24,26 @@ process whose process tree's summed RSS is sampled every 0.1 s (workers included
 Rounds alternate the kinds; medians [min..max] over rounds; ratios are paired by round. Each
 build's dataset size (every file under its data_dir) is printed beside its rate.
 
-Measured (--rows 1000000 --rounds 2 --tfds_rows, 2 shared cores, two runs at load 1.3-3.5 and
-2.9-3.7): floor 117,166 rows/s [92,737..141,595] and 131,647 [124,468..138,826], isal 337,546
-and 405,916, png 42,140 [41,971..42,309] and 54,433 [45,274..63,592], direct 28,201
-[27,761..28,641] and 35,110 [31,612..38,608] (process tree 781 and 783 MiB, +5 and +11 MiB last
-third vs middle; dataset 2,898 MiB), direct-l1 20,569 [17,708..23,429] and 28,165
-[27,884..28,445] (752 and 747 MiB; dataset 2,000 MiB). direct / floor 0.25x [0.20..0.30] and
-0.27x [0.23..0.31] (target 0.5x: not met), / isal 0.086x and 0.087x, / png 0.67x and 0.68x, /
-direct-l1 1.40x [1.18..1.62] and 1.25x [1.11..1.38] for a 1.45x larger dataset. Earlier (level 1
-for builds, load 12-22): direct / floor 0.18x [0.14..0.22].
+Measured (--rows 1000000, 2 shared cores), after the builder's process stopped joining row blocks
+(each episode is inflated into one array per field), joining each TFRecord frame into one buffer
+(writev) and reading its shards again to hash them (hashed as written): at load 0.7-0.9, 2 rounds:
+floor 141,210 rows/s [140,526..141,894], isal 354,339, png 65,741, direct 46,926
+[46,789..47,064] (process tree 728 MiB, +4 MiB last third vs middle; dataset 2,898 MiB),
+direct-l1 47,021 [46,339..47,703] (693 MiB; dataset 2,000 MiB). direct / floor 0.33x
+[0.332..0.333] (target 0.5x: not met), / png 0.71x, / direct-l1 1.00x [0.99..1.01]: level 1 now
+costs nothing at low load for a 31% smaller dataset. At load 4-6, 3 rounds: direct 30,278
+[15,722..38,520], direct / floor 0.36x [0.21..0.36], / direct-l1 1.19x [0.67..1.24]. Before
+(same benchmark, load 1.3-3.7): direct / floor 0.25x [0.20..0.30] and 0.27x [0.23..0.31].
 
-Where the time goes (one 1M build, load ~3): 32 s of CPU (getrusage), the builder's process 17 s
-(TensorFlow import and the builder 4.4 s), the two encoder workers 15 s (PNG level-0 deflate ~11
-us of a frame's ~15 us). The builder's process is now the critical path: cProfile of its main
-thread over a 27 s build: 6.9 s waiting, TFRecord writes and fsync 5.3 s (2.9 GB), joining the
-reader's row blocks 2.8 s, provenance's sha256 of sources and dataset 2.4 s, placing rows into
-episodes 2.4 s, copying each batch into the workers' shared memory 2.2 s. The floor is one
-process of ~8 us per row; the builder's process alone is ~17 us per row, so faster encoding can
-no longer reach 0.5x: fewer copies of the frames in that process can. benchmarks/png_encoders.py
-has the encoder table behind the level.
+Where the time goes (py-spy of the builder's process, 1M rows, load ~3-5, active seconds):
+before, 37.7 s in the build: TFRecord frames joined and written 8.0 s, the reader's row blocks
+joined into episodes 7.2 s, provenance's sha256 re-reading the shards 3.6 s; after, 14.5 s: the
+TFRecord writer 4.6 s (sha256 as written 2.2 s, writev 2.4 s), placing rows into episodes
+(core.nested.interleave_rows) 4.2 s, the workers' serialized records over pipes 3.6 s (executor
+thread), copying batches into shared memory 1.7 s, provenance 0.3 s (the sources only). Neither
+this benchmark nor `rlds-suite build` imports TensorFlow (tensorflow_datasets + rlds_suite import
+in 0.8 s). A writer thread (hash and writev off the main thread) was slower at load 4-6, paired
+A/B: not kept. benchmarks/png_encoders.py has the encoder table behind the level.
 """
 
 from __future__ import annotations
