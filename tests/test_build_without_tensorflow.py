@@ -146,8 +146,22 @@ def test_shards_equal_those_of_the_tensorflow_writer(built, tmp_path):
     assert rewritten.read_bytes() == shard.read_bytes()
 
 
-def test_record_writer_frames_as_tensorflow_does(tmp_path):
-  records = [b'', b'x', bytes(range(256)) * 300]
+@pytest.mark.parametrize('most_per_writev', [None, 1000])
+def test_record_writer_frames_as_tensorflow_does(tmp_path, monkeypatch, most_per_writev):
+  # Frames go out in writev batches (over 1024 pieces here: two batches); short writes (at most
+  # `most_per_writev` bytes, as a full pipe or a signal may cut them) are written on.
+  records = [b'', b'x', bytes(range(256)) * 300] + [bytes([i % 256]) * i for i in range(300)]
+  if most_per_writev:
+    writev = os.writev
+    def short_writev(fd, pieces):
+      head, left = [], most_per_writev
+      for piece in pieces:
+        head.append(memoryview(piece)[:left])
+        left -= len(head[-1])
+        if not left:
+          break
+      return writev(fd, head)
+    monkeypatch.setattr(tfrecord_files.os, 'writev', short_writev)
   ours = tmp_path / 'ours.tfrecord'
   writer = tfrecord_files.RecordWriter(ours)
   for record in records:
