@@ -15,10 +15,10 @@ process whose process tree's summed RSS is sampled every 0.1 s (workers included
           the builds' setting, episode_wire.png_encoder), still no writing: the least work that
           yields the declared output, on one core
   direct  the dqn_replay builder with beam=False: rlds_suite.tfds.writing (batch-per-field wire
-          serialization in --workers processes, resumable shards); PNG frames at ISA-L level 0
-          (compression.BUILD)
-  direct-l1  the same, frames deflated at ISA-L level 1 as recordings do (compression.RECORDING):
-          what builds did before; shows the speed bought by the larger dataset it prints
+          serialization in --workers processes, resumable shards); PNG frames at ISA-L level 1
+          (compression.BUILD, as recordings)
+  direct-l0  the same, frames deflated at ISA-L level 0: the speed a 1.45x larger dataset would
+          buy (builds used level 0 for part of issue 17's work; the measurement below set it back)
   tfds    the same builder with TFDS's own writer (per-example encoding, shuffle buffer), the path
           the issue measured at 1,560 rows/s; only at --tfds_rows (it takes ~10 min per 1M rows)
 Rounds alternate the kinds; medians [min..max] over rounds; ratios are paired by round. Each
@@ -27,13 +27,14 @@ build's dataset size (every file under its data_dir) is printed beside its rate.
 Measured (--rows 1000000, 2 shared cores), after the builder's process stopped joining row blocks
 (each episode is inflated into one array per field), joining each TFRecord frame into one buffer
 (writev) and reading its shards again to hash them (hashed as written): at load 0.7-0.9, 2 rounds:
-floor 141,210 rows/s [140,526..141,894], isal 354,339, png 65,741, direct 46,926
-[46,789..47,064] (process tree 728 MiB, +4 MiB last third vs middle; dataset 2,898 MiB),
-direct-l1 47,021 [46,339..47,703] (693 MiB; dataset 2,000 MiB). direct / floor 0.33x
-[0.332..0.333] (target 0.5x: not met), / png 0.71x, / direct-l1 1.00x [0.99..1.01]: level 1 now
-costs nothing at low load for a 31% smaller dataset. At load 4-6, 3 rounds: direct 30,278
-[15,722..38,520], direct / floor 0.36x [0.21..0.36], / direct-l1 1.19x [0.67..1.24]. Before
-(same benchmark, load 1.3-3.7): direct / floor 0.25x [0.20..0.30] and 0.27x [0.23..0.31].
+floor 141,210 rows/s [140,526..141,894], isal 354,339, png 65,741 (level-0 PNGs); the build with level-1 PNGs
+(today's direct) 47,021 [46,339..47,703] (process tree 693 MiB; dataset 2,000 MiB), with level-0
+PNGs (today's direct-l0; it was the default during that run) 46,926 [46,789..47,064] (728 MiB,
++4 MiB last third vs middle; dataset 2,898 MiB). direct / floor 0.33x [0.332..0.333] (target
+0.5x: not met); level 0 / level 1 1.00x [0.99..1.01] at this load and 1.19x
+[0.67..1.24] at load 4-6 (3 rounds; level-0 build / floor 0.36x [0.21..0.36] there), so builds
+went back to level 1 and its 31% smaller dataset. Before (same
+benchmark, load 1.3-3.7, level 0): direct / floor 0.25x [0.20..0.30] and 0.27x [0.23..0.31].
 
 Where the time goes (py-spy of the builder's process, 1M rows, load ~3-5, active seconds):
 before, 37.7 s in the build: TFRecord frames joined and written 8.0 s, the reader's row blocks
@@ -114,10 +115,10 @@ def build(manual_dir: str, data_dir: str, kind: str, workers: int) -> int:
   builder = tfds.builder('dqn_replay/Pong-run1', data_dir=data_dir, beam=False)
   builder.tfds_writer = kind == 'tfds'
   builder.writer_workers = workers
-  if kind == 'direct-l1':  # Frames deflated as recordings deflate them (ISA-L level 1).
+  if kind == 'direct-l0':  # Frames deflated at ISA-L level 0: faster, larger PNGs.
     from rlds_suite.tfds import compression  # pylint: disable=g-import-not-at-top
     from rlds_suite.tfds import episode_wire  # pylint: disable=g-import-not-at-top
-    episode_wire.png_encoder = compression.RECORDING
+    episode_wire.png_encoder = compression.PngEncoder(level=0)
   # No Beam options: a non-Beam build needs none (building them imports Apache Beam, ~3 s).
   builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   return builder.info.splits['train'].num_examples
@@ -193,7 +194,7 @@ def main() -> None:
     if not dqn_replay_data.ready_file(args.out, rows, checkpoints).exists():
       dqn_replay_data.write_run(args.out, rows, checkpoints)
     total = rows * checkpoints
-    kinds = (list(FLOORS) + ['direct', 'direct-l1'] +
+    kinds = (list(FLOORS) + ['direct', 'direct-l0'] +
              (['tfds'] if total in args.tfds_rows else []))
     results: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for _ in range(args.rounds):

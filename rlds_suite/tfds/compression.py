@@ -7,10 +7,12 @@ a writer thread encodes while the environment steps.
 
 The PNG writer is the minimal standard file: IHDR, one IDAT holding every scanline, IEND. Any PNG
 decoder reads it; `tf.io.decode_png` (TFDS's `Image` decoder) returns the array exactly. A
-`PngEncoder` says how: recordings deflate at ISA-L level 1 (`RECORDING`), builds at level 0
-(`BUILD`): on Atari frames level 0 encodes 1.7-3x faster for PNGs 1.3-1.45x larger, which a build,
-bound by encoding every frame of a million-row checkpoint, needs (issue 17's floor) and a
-recording, bound by the environment, does not. Both leave scanlines unfiltered: computed in numpy
+`PngEncoder` says how: recordings (`RECORDING`) and builds (`BUILD`) both deflate at ISA-L level 1.
+Level 0 encodes Atari frames 1.7-3x faster for PNGs 1.3-1.45x larger; once a build's own process
+stopped copying and re-reading, a level-0 DQN Replay build ran at 1.00x [0.99..1.01] the level-1
+build's rate on a quiet machine (1.19x [0.67..1.24] at load 4-6) for a 1.45x larger dataset, so
+builds keep level 1 (`benchmarks/build_dqn_replay_direct.py`'s direct-l0 line measures the trade).
+Both leave scanlines unfiltered: computed in numpy
 over a whole column the SUB and UP filters cost ~1 us per 84x84 frame, but on Atari frames they
 make PNGs 2-29% larger at ISA-L levels 0-1 and save under 1% with libdeflate (deflate already
 matches the rows above and runs of equal pixels); benchmarks/png_encoders.py has the table.
@@ -88,7 +90,7 @@ class PngEncoder:
 
 
 RECORDING = PngEncoder()
-BUILD = PngEncoder(level=0)
+BUILD = PngEncoder()  # Level 1, as recordings (see the module docstring).
 
 
 def png_rows(images: np.ndarray, encoder: PngEncoder = RECORDING) -> list[bytes]:
