@@ -25,8 +25,9 @@ Measured (--frames 4096 --repeats 5, 2 shared cores at load 3.4-3.6; us/frame, b
   zlib-1 none     54.9               1,998          22.6               487
 No filter helps: UP and SUB make ISA-L's PNGs 2-29% larger and save under 1% with libdeflate;
 levels above ISA-L's 1 cost more for at most 12% smaller PNGs. ISA-L level 0 is the one design
-much faster than level 1 (1.7x on these frames, 2.8x on real ones) for 1.33-1.44x larger PNGs:
-the builds' setting (compression.BUILD). zlib-ng (`zlib_ng`, probed once outside this script,
+much faster than level 1 (1.7x on these frames, 2.8x on real ones) for 1.33-1.44x larger PNGs;
+builds used it for a while, but a whole DQN Replay build gained nothing from it on a quiet machine
+(benchmarks/build_dqn_replay_direct.py, direct-l0), so compression.BUILD is level 1. zlib-ng (`zlib_ng`, probed once outside this script,
 load ~5): its level 1 took 30 us / 3,012 B on these frames (slower than ISA-L 1, as large as
 ISA-L 0) and 10.7 us / 464 B on real Pong (between ISA-L's 0 and 1); its RLE and Huffman-only
 strategies and levels 2-6 were slower than ISA-L 1.
