@@ -51,6 +51,12 @@ def worker_init() -> None:
     signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
+def ready() -> int:
+  """A pool worker's warm-up task: it runs once the worker has imported this module (numpy, the
+  encoders); its process id."""
+  return os.getpid()
+
+
 def serialize(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]],
               png: Optional[compression.PngEncoder] = None) -> list[bytes]:
   """Each episode's tf.train.Example bytes. An episode is {leaf key: value}: for step leaves an

@@ -57,7 +57,7 @@ EpisodeLike = Union[Episode, Mapping[str, Any]]
 
 SHARD_BYTES = 64 << 20  # Serialized bytes per shard: at most this much work is redone on resume.
 BATCH_BYTES = 8 << 20  # Raw bytes of episodes sent to a worker at a time.
-POOL_AFTER_BYTES = 32 << 20  # Smaller builds serialize in this process (no worker start-up).
+POOL_AFTER_BYTES = 32 << 20  # Smaller builds serialize in this process (they wait for no worker).
 WORK_DIR_PREFIX = 'incomplete.resumable_'
 PROGRESS_FILE = 'progress.json'
 _TFDS_INCOMPLETE = re.compile(r'incomplete\.[A-Z0-9]{6}_')
@@ -184,7 +184,9 @@ def _checked(array: np.ndarray, leaf: episode_wire.Leaf, per_step: bool) -> np.n
 # --- Serializing: in this process or in a pool ------------------------------------------------
 
 class Serializer:
-  """Serialized examples in order; batches go to a process pool once the build proves large.
+  """Serialized examples in order; batches go to a process pool once the build proves large and
+  the pool's workers are up (until then they are serialized here: a build never waits for the
+  workers' start-up, ~0.7 s of spawning and imports). `start` starts the pool in the background.
   The builds' one encoder: write_split's, and each Beam worker's (tfds/beam.py, workers=0)."""
 
   def __init__(self, features: tfds.features.FeaturesDict, workers: int):
@@ -192,6 +194,8 @@ class Serializer:
     self._features = features
     self._workers = workers if self._plan is not None else 0
     self._pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
+    self._warm_up: list[concurrent.futures.Future] = []  # One no-op per worker.
+    self._pooling = False  # Whether batches go to the pool (once they do, always: in order).
     self._batch: list[dict[str, Any]] = []
     self._batch_bytes = self._seen_bytes = 0
     self._in_flight: collections.deque = collections.deque()
@@ -226,11 +230,23 @@ class Serializer:
     while self._in_flight:
       yield from self._in_flight.popleft().result()
 
+  def start(self) -> None:
+    """Starts the workers without waiting for them, so that they import while examples are read
+    (a no-op where this serializer uses no pool or has started it)."""
+    if self._pool is not None or self._workers <= 1:
+      return
+    self._pool = concurrent.futures.ProcessPoolExecutor(
+        self._workers, mp_context=multiprocessing.get_context('spawn'),
+        initializer=episode_wire.worker_init)
+    with _main_module_hidden():  # The first submit starts the workers.
+      self._warm_up = [self._pool.submit(episode_wire.ready) for _ in range(self._workers)]
+
   def close(self) -> None:
     if self._pool is not None:
       for future in self._in_flight:
         future.cancel()
-      self._pool.shutdown(wait=True, cancel_futures=True)
+      # A pool that took no batch (a small build) is left to exit on its own, unwaited for.
+      self._pool.shutdown(wait=self._pooling, cancel_futures=True)
       self._pool = None
     self._in_flight.clear()
     self._shared.close()
@@ -239,11 +255,10 @@ class Serializer:
     batch, self._batch, self._batch_bytes = self._batch, [], 0
     if not batch:
       return
-    if self._pool is None and self._workers > 1 and self._seen_bytes >= POOL_AFTER_BYTES:
-      self._pool = concurrent.futures.ProcessPoolExecutor(
-          self._workers, mp_context=multiprocessing.get_context('spawn'),
-          initializer=episode_wire.worker_init)
-    if self._pool is None:
+    if not self._pooling and self._workers > 1 and self._seen_bytes >= POOL_AFTER_BYTES:
+      self.start()
+      self._pooling = all(future.done() for future in self._warm_up)
+    if not self._pooling:
       yield from episode_wire.serialize(self._plan, batch)
       return
     with _main_module_hidden():  # A submit may start a worker.
@@ -403,6 +418,7 @@ def write_split(examples: Iterable[Any], *, features: tfds.features.FeaturesDict
   shards = _ShardWriter(work, split, shard_bytes)
   stop = _StopRequest()
   try:
+    serializer.start()  # Its workers start while the first examples are read.
     with stop.installed():
       for index, item in enumerate(examples):
         if index < shards.examples_done:
