@@ -99,6 +99,8 @@ import numpy as np
 
 BATCH = 256
 SHARDS = 16  # Files of the 1x dataset compared for memory (the 10x one has ten times as many).
+# Most bytes of records in one element of the batched raw read (1024 state episodes: ~100 MiB).
+RAW_BATCH_BYTES = 256 << 20
 
 
 def _write_datasets(work_dir: str, episodes: int, image_episodes: int, cartpole_episodes: int,
@@ -366,10 +368,13 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
                          warmup=10_000 // BATCH + 1)
     rates.update(naive=naive_rates['python'], naive_cpu_ns=naive_rates['python_cpu_ns'])
     # The limit: the files' records read in batches of 1024 (one element per 1024 episodes; repeated
-    # first, so that every element holds 1024 even where a pass has fewer).
-    batched = _rates(tf.data.TFRecordDataset(files, buffer_size=8 << 20).repeat().batch(1024),
-                     1024 * steps_per_episode, seconds, min_steps=episodes * steps_per_episode,
-                     warmup=1, modes=('graph',))
+    # first, so that every element holds 1024 even where a pass has fewer), fewer where 1024
+    # episodes exceed RAW_BATCH_BYTES: 1024 of the image set's 16 MiB episodes made 16 GiB elements.
+    episode_bytes = sum(os.path.getsize(f) for f in files) / episodes
+    per_batch = int(np.clip(RAW_BATCH_BYTES // episode_bytes, 1, 1024))
+    batched = _rates(tf.data.TFRecordDataset(files, buffer_size=8 << 20).repeat().batch(per_batch),
+                     per_batch * steps_per_episode, seconds,
+                     min_steps=episodes * steps_per_episode, warmup=1, modes=('graph',))
     rates.update(raw_read_batched=batched['graph'], raw_read_batched_cpu_ns=batched['graph_cpu_ns'])
     per_record = _rates(tf.data.TFRecordDataset(files, buffer_size=8 << 20), steps_per_episode,
                         seconds, min_steps=episodes * steps_per_episode, warmup=episodes,
