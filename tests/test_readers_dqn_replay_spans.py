@@ -3,6 +3,8 @@ work items give exactly `read_run`'s episodes, on the simulated buffers of tests
 (wrapped files, overlapping logs, skipped logs, checkpoint ranges, episodes longer than a
 checkpoint)."""
 
+import threading
+
 import pytest
 
 from rlds_suite.readers import dqn_replay
@@ -55,3 +57,32 @@ def test_work_items_are_balanced_by_rows():
   spans = [dqn_replay_spans.Span(a, a + 10) for a in range(0, 1000, 10)]
   items = dqn_replay_spans.work_items(spans, 4)
   assert [sum(len(s) for s in item) for item in items] == [250, 250, 250, 250]
+
+
+def test_a_long_episode_is_not_read_ahead(tmp_path, monkeypatch):
+  """Episodes over AHEAD_BYTES are read in the caller's thread once it asks for them (nothing is
+  read while the episode before is in use); shorter ones are read one ahead by a thread."""
+  buffers.log(tmp_path, ROWS, *SCHEDULES['batch_rl'])
+  spans = dqn_replay_spans.episode_spans(dqn_replay.Run(tmp_path))
+  lengths = sorted({len(span) for span in spans})
+  assert len(lengths) > 2
+  monkeypatch.setattr(dqn_replay_spans, 'AHEAD_BYTES', lengths[-2] * dqn_replay_spans.ROW_BYTES)
+  long = [index for index, span in enumerate(spans) if len(span) > lengths[-2]]
+  assert long and len(long) < len(spans) - 1
+  received, reads = [], {}
+  rows = dqn_replay_spans.SpanReader.rows
+
+  def recording_rows(self, span):
+    reads[spans.index(span)] = (len(received), threading.current_thread() is threading.main_thread())
+    return rows(self, span)
+
+  monkeypatch.setattr(dqn_replay_spans.SpanReader, 'rows', recording_rows)
+  for trajectory in dqn_replay_spans.read_spans(str(tmp_path), spans):
+    received.append(trajectory)
+  assert len(received) == len(spans) == len(reads)
+  for index, (received_before, in_caller) in reads.items():
+    if index in long:
+      assert in_caller and received_before == index  # Asked for, and not before.
+    else:
+      assert not in_caller and received_before <= index
+  assert buffers.summary(received) == buffers.summary(list(dqn_replay.read_run(tmp_path)))

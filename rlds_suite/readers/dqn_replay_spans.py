@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 from typing import Iterator, Optional, Sequence
 
 import numpy as np
@@ -19,6 +20,9 @@ from rlds_suite.core import episodes
 from rlds_suite.core import read_ahead
 from rlds_suite.readers import dqn_replay
 from rlds_suite.readers import gzip_npy
+
+AHEAD_BYTES = 64 << 20  # A longer episode (~9,500 rows) is read when it is wanted, not ahead.
+ROW_BYTES = 84 * 84 + 4 + 4 + 1  # A row of dopamine's store: frame, action, reward, terminal.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,10 +141,22 @@ def read_spans(replay_logs: str, spans: Sequence[Span],
                checkpoints: Optional[Sequence[int]] = None) -> Iterator[episodes.Trajectory]:
   """The episodes of `spans` (from `episode_spans`), one at a time. Each episode's rows are
   inflated straight into one array per field (no blocks joined afterwards), by a thread one episode
-  ahead of the caller."""
+  ahead of the caller, except an episode over AHEAD_BYTES (a 27,000-step time-out: ~190 MB of
+  frames), which is read when the caller asks for it, with nothing read ahead meanwhile: at most
+  two episodes of up to AHEAD_BYTES are held besides the one in use."""
   run = dqn_replay.Run(replay_logs)
   in_range = dqn_replay.Selection(run, run.select(checkpoints))
   with SpanReader(run) as reader:
-    rows = read_ahead.read_ahead(map(reader.rows, spans), depth=1, name='dqn_replay-spans')
-    for episode_rows in rows:
+    for episode_rows in _rows_read_ahead(reader, spans):
       yield dqn_replay.to_trajectory(episode_rows, in_range.checkpoint_of)
+
+
+def _rows_read_ahead(reader: SpanReader, spans: Sequence[Span]) -> Iterator[dqn_replay.Rows]:
+  """Each span's rows in order: runs of short spans read ahead by a thread (which ends before the
+  next long span is read: the reader is used by one thread at a time), long ones here."""
+  for long, run in itertools.groupby(spans, key=lambda span: len(span) * ROW_BYTES > AHEAD_BYTES):
+    run = list(run)
+    if long:
+      yield from map(reader.rows, run)
+    else:
+      yield from read_ahead.read_ahead(map(reader.rows, run), depth=1, name='dqn_replay-spans')
