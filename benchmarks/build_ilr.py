@@ -75,6 +75,14 @@ Measured (defaults, 2 shared vCPUs with other engineers' jobs running, 3 paired 
   dm_control after issue 17's changes (3 repeats, --multiples 1, load 3-4): ours 2,006 steps/s
   wall (1,573-2,331), 4,225 CPU; baseline 2,251 (2,096-2,259), 3,704 CPU; 0.96x (0.70-1.04x) wall,
   1.12x (0.95-1.20x) CPU; peak RSS ours 186 MiB, baseline 1,768 MiB.
+  Issue 17, the encoder workers started when the split starts and batches serialized in the
+  builder's process until they are up (they were started at 32 MiB and waited for), --formats
+  atari --repeats 5, before then after: 1.28x (1.09-1.69x) wall at load 3.3-2.5, then 1.74x
+  (0.89-1.88x) at load 2.5-2.0 (the baseline's 1.8-4.9 s spread decides the ratio); ours' wall
+  less its process's CPU 0.69 s (0.18-1.28) -> 0.15 s (0.13-0.17), ours' wall 2.56 s -> 2.05 s.
+  Ours alone, 6 interleaved pairs at load 4.1-4.5: 2.82 s (2.56-2.98) -> 2.68 s (2.57-2.82),
+  0.94x (0.90-1.03x) paired; there the wall-CPU gap stays ~0.85 s: builder and workers share
+  the 2 cores.
 What bounded ours with TFDS's writer: per step, TFDS's ZLIB encoding of the frames (30 KB for dm_control, 28 KB for
 Atari) and serialization; reading costs two passes over one read of the pickle in Python (the first finds
 where each trajectory ends, so that one can be handed out at a time, stepping over each numpy
