@@ -1,6 +1,7 @@
 """The builders' writer (tfds/writing.py, tfds/episode_wire.py): what it writes is what TFDS's own
 encoding writes, a parallel build equals a sequential one, and the directory is plain TFDS."""
 
+import concurrent.futures
 import json
 import multiprocessing
 import os
@@ -123,20 +124,30 @@ def test_batches_are_serialized_here_until_the_workers_are_up(tmp_path, monkeypa
   monkeypatch.setattr(episode_wire, 'serialize',
                       lambda plan, batch, *args: here.append(len(batch)) or serialize(
                           plan, batch, *args))
-  workers_up = threading.Event()
+  two_read, workers_up = threading.Event(), threading.Event()
   start = writing.Serializer.start
 
-  def start_and_watch(self):
+  def start_and_hold(self):
+    """The workers count as up only once two episodes are read, and then the build waits."""
     start(self)
-    warm_up = list(self._warm_up)  # pylint: disable=protected-access
-    threading.Thread(target=lambda: [f.result() for f in warm_up] and workers_up.set(),
-                     daemon=True).start()
+    # pylint: disable=protected-access
+    warm_up = self._warm_up
+    held = self._warm_up = [concurrent.futures.Future() for _ in warm_up]
 
-  monkeypatch.setattr(writing.Serializer, 'start', start_and_watch)
+    def release():
+      two_read.wait(60)
+      for real, future in zip(warm_up, held):
+        future.set_result(real.result())
+      workers_up.set()
+
+    threading.Thread(target=release, daemon=True).start()
+
+  monkeypatch.setattr(writing.Serializer, 'start', start_and_hold)
 
   def examples():
     for index in range(40):
-      if index == 2:  # Two episodes are read before the workers are up.
+      if index == 2:
+        two_read.set()
         assert workers_up.wait(60)
       yield index, build_helpers.episode(0, index)
 

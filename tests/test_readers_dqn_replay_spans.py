@@ -73,7 +73,8 @@ def test_a_long_episode_is_not_read_ahead(tmp_path, monkeypatch):
   rows = dqn_replay_spans.SpanReader.rows
 
   def recording_rows(self, span):
-    reads[spans.index(span)] = (len(received), threading.current_thread() is threading.main_thread())
+    in_caller = threading.current_thread() is threading.main_thread()
+    reads[spans.index(span)] = (len(received), in_caller)
     return rows(self, span)
 
   monkeypatch.setattr(dqn_replay_spans.SpanReader, 'rows', recording_rows)
