@@ -53,7 +53,18 @@ one process, 2 rounds alternated with the code before, load 4-6): cartpole_like 
 (before 0.09x and 0.16x; 211-253 vs 205-210 ns of CPU a step), d4rl_like 0.28x and 0.26x (before
 0.40x and 0.22x; 280-298 vs 294-296 ns): no gain measurable at that load, target (0.3x) NOT met.
 In a tf.function loop over the blocks (no exit) a CartPole step took 187-214 ns of CPU, before
-230-243. What bounds each: uncached state streams read
+230-243. The whole --quick run on the code with all three of issue 21's changes (2 rounds, load
+0.1-1.3): uncached 0.19x [0.18-0.19x] the batched raw read (cartpole_like, 205-232 ns a step) and
+0.29x [0.29-0.30x] (d4rl_like): 0.3x NOT met; the tf.data exit 0.90x [0.84-0.96x] `as_numpy`
+(d4rl_like, met), 0.75x [0.72-0.78x] (cartpole_like, not met); cached 0.48x [0.46-0.50x]
+(cartpole_like, 50-53 ns) and 0.90x [0.84-0.97x] (d4rl_like); a Keras fit 1.18x [1.11-1.24x];
+frames 2.09x [2.07-2.11x] the naive recipe at 0.48x its CPU per frame (~102 vs ~215 us), 0.93x
+[0.84-1.01x] the raw decode rate, cached 5.47x [5.47-5.48x] uncached (10x NOT met); memory flat
+(42 vs 42 MiB uncached, 5 vs 5 MiB anonymous cached; images 1,375 MiB at the default budget). One
+round at load 4.2-6.3 gave 0.10x, 0.46x, 0.80x (0.797), 0.50x, 0.41x, 0.79x, 1.76x, 1.57x, 0.60x,
+11.3x in that order. Until 67abd17 the image set's batched raw read made one 16 GiB element (1024
+of its 16 MiB episodes): the run grew past 12 GiB and died under an address-space limit. What
+bounds each: uncached state streams read
 and count records (~35 + ~30 ns a CartPole step: the per-file count that names a short shard),
 parse (~40 ns) and permute every field of a block with tf.gather (~50-60 ns: ~6 ns a row and
 field, whatever the packing; concatenating fields by dtype or as bytes to gather once costs more);
@@ -61,7 +72,7 @@ cached ones draw a
 block's permutation (~10 ns a step: numpy's Fisher-Yates), take every field from the memory maps
 (~7 ns) and cut 256-step batches (~6 ns: a view per field and a dict per batch), in one thread
 ahead of the consumer, against ~20-25 ns for the batched raw read, which hands out 1024 episodes an
-element; frames are bound by ISA-L inflate (~70 us a frame) in two decoding threads, as many as
+element (frames: as many as fit RAW_BATCH_BYTES, 15); frames are bound by ISA-L inflate (~70 us a frame) in two decoding threads, as many as
 the naive recipe's, and on a loaded machine by the CPU share those threads get.
 
 Cached cartpole_like below 0.8x, prototyped (issue 21; standalone, same process as the batched raw
