@@ -72,8 +72,9 @@ cached ones draw a
 block's permutation (~10 ns a step: numpy's Fisher-Yates), take every field from the memory maps
 (~7 ns) and cut 256-step batches (~6 ns: a view per field and a dict per batch), in one thread
 ahead of the consumer, against ~20-25 ns for the batched raw read, which hands out 1024 episodes an
-element (frames: as many as fit RAW_BATCH_BYTES, 15); frames are bound by ISA-L inflate (~70 us a frame) in two decoding threads, as many as
-the naive recipe's, and on a loaded machine by the CPU share those threads get.
+element (frames: as many as fit RAW_BATCH_BYTES, 15); frames are bound by ISA-L inflate (~70 us
+a frame) in two decoding threads, as many as the naive recipe's, and on a loaded machine by the
+CPU share those threads get.
 
 Cached cartpole_like below 0.8x, prototyped (issue 21; standalone, same process as the batched raw
 read, 4 runs of 3 rounds, load 2.3-5.5): the stream 0.49x [0.42-0.50], 0.54x [0.31-0.59], 0.59x
