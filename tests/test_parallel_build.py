@@ -128,9 +128,13 @@ def test_batches_are_serialized_here_until_the_workers_are_up(tmp_path, monkeypa
   start = writing.Serializer.start
 
   def start_and_hold(self):
-    """The workers count as up only once two episodes are read, and then the build waits."""
-    start(self)
+    """The workers count as up only once two episodes are read, and then the build waits. Later
+    calls (each batch before pooling calls start) change nothing, as the real start's do."""
     # pylint: disable=protected-access
+    first = self._pool is None
+    start(self)
+    if not first:
+      return
     warm_up = self._warm_up
     held = self._warm_up = [concurrent.futures.Future() for _ in warm_up]
 
