@@ -202,15 +202,17 @@ def test_varints_decode_what_the_writer_encodes():
 def test_zlib_rows_and_png_scanlines_inflate_no_further_than_their_declared_size(monkeypatch):
   from isal import isal_zlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   row = np.arange(84 * 84, dtype=np.uint8).reshape(84, 84)
-  assert shard_reader._inflate(isal_zlib.compress(row.tobytes()), row.nbytes) == row.tobytes()  # pylint: disable=protected-access
+  assert (shard_reader.inflate_exactly(isal_zlib.compress(row.tobytes()), row.nbytes) ==
+          row.tobytes())
   bomb = isal_zlib.compress(bytes(256 << 20))  # 256 MiB of zeros in ~250 KiB.
   with pytest.raises(ValueError, match=f'more than {row.nbytes + 1} bytes, expected {row.nbytes}'):
-    shard_reader._inflate(bomb, row.nbytes)  # pylint: disable=protected-access
+    shard_reader.inflate_exactly(bomb, row.nbytes)
   with pytest.raises(ValueError, match='expected'):
-    shard_reader._inflate(isal_zlib.compress(row.tobytes()[:-1]), row.nbytes)  # pylint: disable=protected-access
+    shard_reader.inflate_exactly(isal_zlib.compress(row.tobytes()[:-1]), row.nbytes)
   # A PNG whose header claims more rows than the feature declares is refused before inflating.
   tall = compression.png_bytes(np.zeros((4096, 84, 1), np.uint8))
-  monkeypatch.setattr(shard_reader, '_inflate', lambda *_: pytest.fail('inflated a wrong-sized PNG'))
+  monkeypatch.setattr(shard_reader, 'inflate_exactly',
+                      lambda *_: pytest.fail('inflated a wrong-sized PNG'))
   with pytest.raises(ValueError, match=r'PNG of shape \[4096, 84, 1\], expected \[84, 84, 1\]'):
     shard_reader.decode_png(tall, (84, 84, 1), np.dtype(np.uint8))
 

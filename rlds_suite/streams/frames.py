@@ -43,7 +43,7 @@ def _inflate_rows(serialized: np.ndarray, row_bytes: int,
   out = np.empty((len(serialized), row_bytes), np.uint8)
   for index, data in enumerate(serialized):
     try:
-      out[index] = np.frombuffer(shard_reader._inflate(data, row_bytes), np.uint8)  # pylint: disable=protected-access
+      out[index] = np.frombuffer(shard_reader.inflate_exactly(data, row_bytes), np.uint8)
     except (ValueError, isal_zlib.error):
       return np.zeros(0, dtype), np.int64(index)
   return out.reshape(-1).view(np.dtype(dtype).newbyteorder('<')).astype(dtype, copy=False), \

@@ -138,14 +138,14 @@ def _decode_leaf(leaf: episode_wire.Leaf, feature: Optional[tuple[int, memoryvie
       values = decode_pngs(items, leaf.shape, dtype)
     else:
       row_bytes = int(np.prod(leaf.shape, dtype=np.int64)) * dtype.itemsize
-      data = b''.join(_inflate(item, row_bytes) for item in items) if (
+      data = b''.join(inflate_exactly(item, row_bytes) for item in items) if (
           leaf.kind == episode_wire.ZLIB) else b''.join(items)
       values = np.frombuffer(data, dtype.newbyteorder('<')).astype(dtype)
   shape = ((-1,) if leaf.per_step else ()) + leaf.shape
   return values.reshape(shape)
 
 
-def _inflate(data: bytes | memoryview, size: int) -> bytes:
+def inflate_exactly(data: bytes | memoryview, size: int) -> bytes:
   """A zlib stream that must inflate to exactly `size` bytes (one row of a ZLIB tensor, or a PNG's
   scanlines), inflated no further than one byte past it: a crafted shard cannot make it allocate
   more than the declared feature holds."""
@@ -306,7 +306,7 @@ def _unfiltered_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> Opt
   if (height, width) != tuple(shape[:2]):
     raise ValueError(f'PNG of shape {[height, width, channels]}, expected {list(shape)}')
   row_bytes = 1 + width * channels * dtype.itemsize
-  scanlines = np.frombuffer(_inflate(b''.join(idat), height * row_bytes), np.uint8)
+  scanlines = np.frombuffer(inflate_exactly(b''.join(idat), height * row_bytes), np.uint8)
   scanlines = scanlines.reshape(height, row_bytes)
   if scanlines[:, 0].any():  # Filtered rows.
     return None
