@@ -1,8 +1,9 @@
-"""episode_wire.SharedBatches: batches sent to pool workers through shared memory serialize to the
-same bytes as `serialize`, fall back to pickling when shared memory has no room, and leave no
-block behind."""
+"""episode_wire.SharedBatches: batches sent to pool workers through shared memory come back as
+TFRecord frames in the same blocks, of the same records as `serialize`, checksummed; they fall
+back to pickling when shared memory has no room, and leave no block behind."""
 
 import concurrent.futures
+import dataclasses
 import multiprocessing
 import os
 
@@ -10,6 +11,7 @@ import pytest
 
 from rlds_suite.tfds import compression
 from rlds_suite.tfds import episode_wire
+from rlds_suite.tfds import tfrecord_files
 from rlds_suite.tfds import writing
 
 from tests import build_helpers
@@ -35,35 +37,71 @@ def _blocks(shared):
   return set(shared._blocks)  # pylint: disable=protected-access
 
 
-def test_shared_batches_serialize_like_serialize_and_reuse_blocks(batch, pool):
+def _written(submitted, path):
+  """(the records of a submitted batch as the writer writes them, read back with their CRCs
+  checked; whether they came as frames in shared memory)."""
+  writer = tfrecord_files.RecordWriter(path)
+  framed = False
+  for item in submitted.records():
+    if isinstance(item, tfrecord_files.Frames):
+      framed = True
+      writer.write_frames(item)
+    else:
+      writer.write(item)
+  del item
+  writer.close()
+  return list(tfrecord_files.read_records(path)), framed
+
+
+def test_shared_batches_serialize_like_serialize_and_reuse_blocks(batch, pool, tmp_path):
   plan, episodes = batch
   shared = episode_wire.SharedBatches()
   try:
     expected = episode_wire.serialize(plan, episodes)
     first = shared.submit(pool, plan, episodes)
-    assert first.result() == expected
+    assert _written(first, tmp_path / 'a') == (expected, True)
     names = _blocks(shared)
     assert len(names) == 1 and all(os.path.exists(f'/dev/shm/{n.lstrip("/")}') for n in names)
-    assert shared.submit(pool, plan, episodes[1:3]).result() == expected[1:3]
+    assert _written(shared.submit(pool, plan, episodes[1:3]), tmp_path / 'b') == (
+        expected[1:3], True)
     assert _blocks(shared) == names  # The freed block is used again.
   finally:
     shared.close()
   assert not any(os.path.exists(f'/dev/shm/{n.lstrip("/")}') for n in names)
 
 
-def test_without_room_in_shared_memory_the_batch_is_pickled(batch, pool, monkeypatch):
+def test_without_room_in_shared_memory_the_batch_is_pickled(batch, pool, monkeypatch, tmp_path):
   plan, episodes = batch
   monkeypatch.setattr(episode_wire, '_SHM_DIR', '/nonexistent-shm')
   shared = episode_wire.SharedBatches()
   try:
-    assert shared.submit(pool, plan, episodes).result() == episode_wire.serialize(plan, episodes)
+    assert _written(shared.submit(pool, plan, episodes), tmp_path / 'a') == (
+        episode_wire.serialize(plan, episodes), False)
     assert not _blocks(shared)
   finally:
     shared.close()
 
 
+def test_records_outgrowing_their_room_come_back_pickled(batch, pool, monkeypatch, tmp_path):
+  plan, episodes = batch
+  pack = episode_wire.SharedBatches._pack  # pylint: disable=protected-access
+
+  def little_room(self, *args):
+    packed = pack(self, *args)
+    return dataclasses.replace(packed, out=(packed.out[0], 100))  # Less than one frame.
+
+  monkeypatch.setattr(episode_wire.SharedBatches, '_pack', little_room)
+  shared = episode_wire.SharedBatches()
+  try:
+    assert _written(shared.submit(pool, plan, episodes), tmp_path / 'a') == (
+        episode_wire.serialize(plan, episodes), False)
+    assert _blocks(shared)  # The columns went through shared memory.
+  finally:
+    shared.close()
+
+
 @pytest.mark.parametrize('room', [True, False])
-def test_workers_encode_pngs_as_the_writer_is_set(batch, pool, monkeypatch, room):
+def test_workers_encode_pngs_as_the_writer_is_set(batch, pool, monkeypatch, room, tmp_path):
   """A spawned worker has its own episode_wire: the writer's png_encoder travels with the batch,
   in shared memory or pickled."""
   plan, episodes = batch
@@ -76,7 +114,7 @@ def test_workers_encode_pngs_as_the_writer_is_set(batch, pool, monkeypatch, room
     monkeypatch.setattr(episode_wire, '_SHM_DIR', '/nonexistent-shm')
   shared = episode_wire.SharedBatches()
   try:
-    assert (shared.submit(pool, plan, episodes).result() ==
+    assert (_written(shared.submit(pool, plan, episodes), tmp_path / 'a')[0] ==
             episode_wire.serialize(plan, episodes, setting) ==
             episode_wire.serialize(plan, episodes))
   finally:
@@ -84,24 +122,29 @@ def test_workers_encode_pngs_as_the_writer_is_set(batch, pool, monkeypatch, room
 
 
 def test_a_batch_larger_than_a_block_is_serialized_here_and_blocks_stay_bounded(
-    batch, pool, monkeypatch):
+    batch, pool, monkeypatch, tmp_path):
   """A long episode's batch (issue 17: a 27,000-step Atari episode, 190 MiB of frames) no longer
   leaves a block of its size, rounded up to a power of two, in place for the rest of the build:
   it is serialized by the caller from its own arrays, and the blocks stay at most MAX_BLOCK."""
+  # pylint: disable=protected-access
   plan, episodes = batch
   small = episodes[:1]
-  cap = 1 << (episode_wire._step_bytes(plan, small) - 1).bit_length()  # pylint: disable=protected-access
-  assert episode_wire._step_bytes(plan, episodes) > cap  # pylint: disable=protected-access
+  monkeypatch.setattr(episode_wire, '_ROOM_MIN', 64)
   monkeypatch.setattr(episode_wire, '_MIN_BLOCK', 64)
+  cap = 1 << (episode_wire._block_bytes(episode_wire._step_bytes(plan, small)) - 1).bit_length()
+  assert episode_wire._block_bytes(episode_wire._step_bytes(plan, episodes)) > cap
   monkeypatch.setattr(episode_wire, 'MAX_BLOCK', cap)
   shared = episode_wire.SharedBatches()
   try:
-    assert shared.submit(pool, plan, small).result() == episode_wire.serialize(plan, small)
+    assert _written(shared.submit(pool, plan, small), tmp_path / 'a') == (
+        episode_wire.serialize(plan, small), True)
     names = _blocks(shared)
     big = shared.submit(pool, plan, episodes)
-    assert big.done() and big.result() == episode_wire.serialize(plan, episodes)
+    assert big.done() and _written(big, tmp_path / 'b') == (
+        episode_wire.serialize(plan, episodes), False)
     assert _blocks(shared) == names and max(shared.block_sizes) <= cap
-    assert shared.submit(pool, plan, small).result() == episode_wire.serialize(plan, small)
+    assert _written(shared.submit(pool, plan, small), tmp_path / 'c') == (
+        episode_wire.serialize(plan, small), True)
     assert _blocks(shared) == names
   finally:
     shared.close()

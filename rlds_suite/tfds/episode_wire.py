@@ -17,12 +17,13 @@ import os
 import signal
 import threading
 from multiprocessing import shared_memory
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from rlds_suite.tfds import compression
 from rlds_suite.tfds import example_wire
+from rlds_suite.tfds import tfrecord_files
 
 # How a leaf is written: packed numbers, or a BytesList with one item per row.
 FLOAT, INT, RAW, PNG, ZLIB, TEXT = 'float', 'int', 'raw', 'png', 'zlib', 'text'
@@ -70,20 +71,21 @@ def serialize(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]],
       columns[leaf.key] = (column, [len(v) for v in values])
     else:
       columns[leaf.key] = (values, [1] * len(values))
-  return _serialize_columns(plan, columns, len(episodes), png or png_encoder)
+  return [example_wire.example_of(parts)
+          for parts in _example_pieces(plan, columns, len(episodes), png or png_encoder)]
 
 
-def _serialize_columns(plan: Sequence[Leaf], columns: Mapping[str, tuple[Any, Sequence[int]]],
-                       count: int, png: compression.PngEncoder) -> list[bytes]:
-  """`serialize` of `count` episodes given per leaf as (every episode's rows or values in order,
-  each episode's row count), PNG frames encoded with `png`."""
+def _example_pieces(plan: Sequence[Leaf], columns: Mapping[str, tuple[Any, Sequence[int]]],
+                    count: int, png: compression.PngEncoder) -> list[list[Any]]:
+  """The map entries of `count` episodes given per leaf as (every episode's rows or values in
+  order, each episode's row count), as pieces to join per episode; PNG frames encoded with `png`."""
   pieces: list[list[Any]] = [[] for _ in range(count)]
   for leaf in plan:
     column, lengths = columns[leaf.key]
     for index, entry in enumerate(_entries(leaf, example_wire.key_field(leaf.key), column,
                                            lengths, png)):
       pieces[index] += entry
-  return [example_wire.example_of(parts) for parts in pieces]
+  return pieces
 
 
 # --- Batches to pool workers through shared memory ---------------------------------------------
@@ -92,28 +94,45 @@ _SHM_DIR = '/dev/shm'
 _MIN_BLOCK = 16 << 20
 MAX_BLOCK = 64 << 20  # A larger batch (one long episode) is serialized by the writer instead.
 _ALIGN = 64
+_ROOM_MIN = 1 << 16  # A batch's block has at least this room for its frames.
 _ATTACHED_MAX = 8  # Blocks a worker keeps mapped (the writer reuses a few).
 
 
 @dataclasses.dataclass(frozen=True)
 class Packed:
   """A batch in a shared-memory block: per step leaf (byte offset, each episode's row count), and
-  the episode-level values, which are small and pickled; the writer's PNG setting."""
+  the episode-level values, which are small and pickled; the writer's PNG setting; where in the
+  block the worker writes the batch's TFRecord frames (offset, room in bytes)."""
   block: str
   steps: dict[str, tuple[int, list[int]]]
   others: dict[str, list[Any]]
   count: int
   png: compression.PngEncoder
+  out: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Framed:
+  """A worker's answer to a Packed batch: its records, framed as TFRecords, back to back in the
+  block from `offset`; each record's length."""
+  block: str
+  offset: int
+  lengths: list[int]
+
+
+Serialized = Union[bytes, tfrecord_files.Frames]  # A record, or framed records in a block.
 
 
 class SharedBatches:
-  """Submits batches to a process pool with their step columns in reusable shared-memory blocks:
-  the writer copies each column once into a block and the worker reads it in place, instead of
-  both pickling the frames through a pipe (~10 s of the writer's time per 1M DQN Replay rows).
-  A batch shared memory cannot take (a container's small /dev/shm) is pickled as before; one
-  larger than MAX_BLOCK (a 27,000-step Atari episode: 190 MiB of frames) is serialized in the
-  calling process from the episodes' own arrays, so no block outgrows MAX_BLOCK and no copy of
-  the long episode is made for a worker."""
+  """Submits batches to a process pool through reusable shared-memory blocks, both ways: the
+  writer copies each step column once into a block and the worker reads it in place, then writes
+  the batch's TFRecord frames (checksummed) into the same block, which the writer writes to the
+  shard from there. Neither the frames (~10 s of the writer's time per 1M DQN Replay rows) nor
+  the serialized records (~3.6 s) are pickled through a pipe. A batch shared memory cannot take
+  (a container's small /dev/shm) is pickled as before, and records that outgrow the room left for
+  them come back pickled; a batch whose block would exceed MAX_BLOCK (a 27,000-step Atari
+  episode: 190 MiB of frames) is serialized in the calling process from the episodes' own arrays,
+  so no block outgrows MAX_BLOCK and no copy of the long episode is made for a worker."""
 
   def __init__(self):
     self._blocks: dict[str, shared_memory.SharedMemory] = {}
@@ -121,26 +140,24 @@ class SharedBatches:
     self._lock = threading.Lock()
 
   def submit(self, pool: concurrent.futures.Executor, plan: Sequence[Leaf],
-             episodes: Sequence[Mapping[str, Any]]) -> concurrent.futures.Future:
-    """The future of `serialize(plan, episodes)` run in `pool` (or here, done, when the batch's
-    step columns exceed MAX_BLOCK)."""
-    if _step_bytes(plan, episodes) > MAX_BLOCK:
+             episodes: Sequence[Mapping[str, Any]]) -> 'Submitted':
+    """`serialize(plan, episodes)` run in `pool` (or here, at once, when the batch's block would
+    exceed MAX_BLOCK)."""
+    if _block_bytes(_step_bytes(plan, episodes)) > MAX_BLOCK:
       done: concurrent.futures.Future = concurrent.futures.Future()
       done.set_result(serialize(plan, episodes, png_encoder))
-      return done
+      return Submitted(done, self, None)
     packed = self._pack(plan, episodes)
     if packed is None:
-      return pool.submit(serialize, plan, episodes, png_encoder)
-    future = pool.submit(serialize_packed, plan, packed)
-    future.add_done_callback(lambda _: self._release(packed.block))
-    return future
+      return Submitted(pool.submit(serialize, plan, episodes, png_encoder), self, None)
+    return Submitted(pool.submit(serialize_packed, plan, packed), self, packed.block)
 
   def close(self) -> None:
     """Frees every block (call once the pool has stopped)."""
     with self._lock:
       blocks, self._blocks, self._free = self._blocks, {}, []
     for block in blocks.values():
-      block.close()
+      _closed(block)
       block.unlink()
 
   @property
@@ -149,12 +166,19 @@ class SharedBatches:
     with self._lock:
       return sorted(block.size for block in self._blocks.values())
 
+  def frames(self, name: str, framed: Framed) -> tfrecord_files.Frames:
+    """The records a worker framed in block `name`."""
+    size = sum(framed.lengths) + len(framed.lengths) * (
+        tfrecord_files.HEADER_BYTES + tfrecord_files.FOOTER_BYTES)
+    return tfrecord_files.Frames(self._blocks[name].buf[framed.offset:framed.offset + size],
+                                 framed.lengths)
+
   def _pack(self, plan: Sequence[Leaf],
             episodes: Sequence[Mapping[str, Any]]) -> Optional[Packed]:
     step_leaves = [leaf for leaf in plan if leaf.per_step]
     sizes = [_aligned(sum(episode[leaf.key].nbytes for episode in episodes))
              for leaf in step_leaves]
-    block = self._take(sum(sizes))
+    block = self._take(_block_bytes(sum(sizes)))
     if block is None:
       return None
     steps, offset = {}, 0
@@ -170,7 +194,8 @@ class SharedBatches:
       offset += size
     others = {leaf.key: [episode[leaf.key] for episode in episodes]
               for leaf in plan if not leaf.per_step}
-    return Packed(block.name, steps, others, len(episodes), png_encoder)
+    return Packed(block.name, steps, others, len(episodes), png_encoder,
+                  (offset, block.size - offset))
 
   def _take(self, size: int) -> Optional[shared_memory.SharedMemory]:
     """A free block of at least `size` bytes (a new one when none fits), or None when shared
@@ -182,7 +207,7 @@ class SharedBatches:
           return self._blocks[name]
       if self._free:  # Too small: replaced by a larger one.
         small = self._blocks.pop(self._free.pop(0))
-        small.close()
+        _closed(small)
         small.unlink()
     size = max(_MIN_BLOCK, 1 << max(size - 1, 1).bit_length())
     try:
@@ -196,14 +221,44 @@ class SharedBatches:
       self._blocks[block.name] = block
     return block
 
-  def _release(self, name: str) -> None:
+  def release(self, name: str) -> None:
+    """Block `name` may take another batch."""
     with self._lock:
       if name in self._blocks:
         self._free.append(name)
 
 
-def serialize_packed(plan: Sequence[Leaf], packed: Packed) -> list[bytes]:
-  """`serialize` of a batch packed by `SharedBatches` (in a pool worker)."""
+class Submitted:
+  """A batch given to SharedBatches: its serialized records, in order, once they are ready."""
+
+  def __init__(self, future: concurrent.futures.Future, shared: SharedBatches,
+               block: Optional[str]):
+    self._future, self._shared, self._block = future, shared, block
+
+  def done(self) -> bool:
+    return self._future.done()
+
+  def cancel(self) -> None:
+    self._future.cancel()
+
+  def records(self) -> Iterator[Serialized]:
+    """The records (bytes) or their frames in the block; the block is used again once the caller
+    asks for more after the last (a Frames is written before that, never kept)."""
+    result = self._future.result()
+    try:
+      if isinstance(result, Framed):
+        yield self._shared.frames(self._block, result)
+      else:
+        yield from result
+    finally:
+      if self._block is not None:
+        self._shared.release(self._block)
+        self._block = None
+
+
+def serialize_packed(plan: Sequence[Leaf], packed: Packed) -> Union[Framed, list[bytes]]:
+  """`serialize` of a batch packed by `SharedBatches` (in a pool worker): the records framed in
+  the block's room for them, or as bytes when they outgrow it."""
   block = _attached(packed.block)
   columns: dict[str, tuple[Any, Sequence[int]]] = {}
   for leaf in plan:
@@ -214,9 +269,31 @@ def serialize_packed(plan: Sequence[Leaf], packed: Packed) -> list[bytes]:
     else:
       columns[leaf.key] = (packed.others[leaf.key], [1] * packed.count)
   try:
-    return _serialize_columns(plan, columns, packed.count, packed.png)
+    pieces = _example_pieces(plan, columns, packed.count, packed.png)
+    framed = _framed(block.buf, packed, pieces)
+    return framed if framed is not None else [example_wire.example_of(p) for p in pieces]
   finally:
     columns.clear()  # No view of the block outlives the call (it may be closed later).
+
+
+def _framed(buf: memoryview, packed: Packed, pieces: Sequence[Sequence[Any]]) -> Optional[Framed]:
+  """Writes each example's TFRecord frame into `buf` at the batch's room for them; None when
+  they do not fit."""
+  pos, end = packed.out
+  end += pos
+  lengths = []
+  for parts in pieces:
+    size = sum(len(part) for part in parts)
+    record = [example_wire.example_header(size), *parts]
+    size += len(record[0])
+    if pos + size + tfrecord_files.HEADER_BYTES + tfrecord_files.FOOTER_BYTES > end:
+      return None
+    header, footer = tfrecord_files.frame_parts(record)
+    for part in (header, *record, footer):
+      buf[pos:pos + len(part)] = part
+      pos += len(part)
+    lengths.append(size)
+  return Framed(packed.block, packed.out[0], lengths)
 
 
 _attached_blocks: collections.OrderedDict = collections.OrderedDict()
@@ -231,17 +308,28 @@ def _attached(name: str) -> shared_memory.SharedMemory:
   block = shared_memory.SharedMemory(name=name)
   _attached_blocks[name] = block
   while len(_attached_blocks) > _ATTACHED_MAX:
-    _, old = _attached_blocks.popitem(last=False)
-    try:
-      old.close()
-    except BufferError:  # A view is still alive (e.g. in a failed call's traceback): the
-      pass  # mapping goes when that view does.
+    _closed(_attached_blocks.popitem(last=False)[1])
   return block
+
+
+def _closed(block: shared_memory.SharedMemory) -> None:
+  """Unmaps `block`, unless a view of it is still alive (in a traceback, or the caller's last
+  Frames): its mapping then goes when that view does."""
+  try:
+    block.close()
+  except BufferError:
+    pass
 
 
 def _step_bytes(plan: Sequence[Leaf], episodes: Sequence[Mapping[str, Any]]) -> int:
   return sum(_aligned(sum(episode[leaf.key].nbytes for episode in episodes))
              for leaf in plan if leaf.per_step)
+
+
+def _block_bytes(step_bytes: int) -> int:
+  """A block's bytes for a batch of `step_bytes` (aligned): its columns, and room for its frames
+  (PNG frames take less; int64 varints up to 10/8; byte rows and lists a few header bytes)."""
+  return step_bytes + _aligned(step_bytes // 2 + _ROOM_MIN)
 
 
 def _aligned(size: int) -> int:

@@ -105,5 +105,9 @@ def example(features: bytes) -> bytes:
 def example_of(pieces: Sequence[bytes | memoryview]) -> bytes:
   """The Example message of map entries given as pieces (bytes or byte memoryviews), in one join:
   each byte of a large feature is copied once here."""
-  size = sum(len(piece) for piece in pieces)
-  return b''.join([_LENGTH_DELIMITED_1, varint(size), *pieces])
+  return b''.join([example_header(sum(len(piece) for piece in pieces)), *pieces])
+
+
+def example_header(features_length: int) -> bytes:
+  """What precedes map entries of `features_length` bytes in their Example message."""
+  return _LENGTH_DELIMITED_1 + varint(features_length)

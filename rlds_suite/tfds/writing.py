@@ -203,8 +203,9 @@ class Serializer:
     self._tfds_serializer = None if self._plan is not None else (
         tfds.core.example_serializer.ExampleSerializer(features.get_serialized_info()))
 
-  def add(self, example: EpisodeLike) -> Iterator[bytes]:
-    """Takes one example; yields the serialized examples that are ready, in order."""
+  def add(self, example: EpisodeLike) -> Iterator[episode_wire.Serialized]:
+    """Takes one example; yields the serialized examples that are ready, in order: bytes, or
+    (from the pool) Frames in shared memory, to be written before the next is asked for."""
     if self._plan is None:  # TFDS's own encoding, one example at a time.
       if isinstance(example, Episode):
         example = example.as_example()
@@ -222,13 +223,13 @@ class Serializer:
     if self._batch_bytes >= BATCH_BYTES:
       yield from self._submit()
 
-  def flush(self) -> Iterator[bytes]:
+  def flush(self) -> Iterator[episode_wire.Serialized]:
     """Every example taken, serialized."""
     if self._plan is None:
       return
     yield from self._submit()
     while self._in_flight:
-      yield from self._in_flight.popleft().result()
+      yield from self._in_flight.popleft().records()
 
   def start(self) -> None:
     """Starts the workers without waiting for them, so that they import while examples are read
@@ -243,15 +244,15 @@ class Serializer:
 
   def close(self) -> None:
     if self._pool is not None:
-      for future in self._in_flight:
-        future.cancel()
+      for submitted in self._in_flight:
+        submitted.cancel()
       # A pool that took no batch (a small build) is left to exit on its own, unwaited for.
       self._pool.shutdown(wait=self._pooling, cancel_futures=True)
       self._pool = None
     self._in_flight.clear()
     self._shared.close()
 
-  def _submit(self) -> Iterator[bytes]:
+  def _submit(self) -> Iterator[episode_wire.Serialized]:
     batch, self._batch, self._batch_bytes = self._batch, [], 0
     if not batch:
       return
@@ -265,7 +266,7 @@ class Serializer:
       self._in_flight.append(self._shared.submit(self._pool, self._plan, batch))
     while len(self._in_flight) > self._workers or (
         self._in_flight and self._in_flight[0].done()):
-      yield from self._in_flight.popleft().result()
+      yield from self._in_flight.popleft().records()
 
 
 @contextlib.contextmanager
@@ -424,12 +425,10 @@ def write_split(examples: Iterable[Any], *, features: tfds.features.FeaturesDict
         if index < shards.examples_done:
           continue
         example = item[1] if isinstance(item, tuple) and len(item) == 2 else item
-        for serialized in serializer.add(example):
-          shards.write(serialized)
+        shards.write_all(serializer.add(example))
         if stop.signal_name:
           break
-      for serialized in serializer.flush():
-        shards.write(serialized)
+      shards.write_all(serializer.flush())
       shards.finish()
   except KeyboardInterrupt:
     raise shards.stopped('SIGINT') from None
@@ -453,14 +452,38 @@ class _ShardWriter:
     self._writer: Any = None
     self._examples = self._bytes = 0
 
-  def write(self, serialized: bytes) -> None:
-    if self._writer is None:
-      self._writer = tfrecord_files.RecordWriter(self._partial_path())
-    self._writer.write(serialized)
+  def write_all(self, serialized: Iterable[episode_wire.Serialized]) -> None:
+    """Writes each in turn (a Frames' view of shared memory is not kept beyond this call)."""
+    for item in serialized:
+      self.write(item)
+
+  def write(self, serialized: episode_wire.Serialized) -> None:
+    if isinstance(serialized, tfrecord_files.Frames):
+      self._write_frames(serialized)
+      return
+    self._open().write(serialized)
     self._examples += 1
     self._bytes += len(serialized)
     if self._bytes >= self._shard_bytes:
       self.finish()
+
+  def _write_frames(self, frames: tfrecord_files.Frames) -> None:
+    """Records framed by a worker, cut into shards where single records would be."""
+    start = 0
+    for index, length in enumerate(frames.lengths):
+      self._examples += 1
+      self._bytes += length
+      if self._bytes >= self._shard_bytes:
+        self._open().write_frames(frames.cut(start, index + 1))
+        start = index + 1
+        self.finish()
+    if start < len(frames.lengths):
+      self._open().write_frames(frames.cut(start, len(frames.lengths)))
+
+  def _open(self) -> tfrecord_files.RecordWriter:
+    if self._writer is None:
+      self._writer = tfrecord_files.RecordWriter(self._partial_path())
+    return self._writer
 
   def finish(self) -> None:
     """Completes the open shard: fsynced, renamed into place, then listed."""
