@@ -7,12 +7,15 @@ The build runs in a subprocess whose import system refuses TensorFlow: this test
 imported it already.
 """
 
+import io
 import json
 import os
 import pathlib
+import struct
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import numpy as np
 import pytest
@@ -61,16 +64,17 @@ CHILD = textwrap.dedent('''
 
 EPISODES = 12
 
-# The same for rlu_atari and rlu_control_suite over their dummy_data, as `rlds-suite build` runs them
-# (cli/build.py: the direct runner's options, datasets.build, then datasets.validate).
+# The same for rlu_atari and rlu_control_suite over their dummy_data, as `rlds-suite build` runs
+# them (cli/build.py: the direct runner's options, datasets.build, then datasets.validate).
 RLU_CHILD = CHILD.split('from rlds_suite.cli import validate')[0] + textwrap.dedent('''
     from rlds_suite.tfds import beam, datasets
     results = []
     for name, manual_dir in json.loads(sys.argv[3]):
       for with_beam in (True, False):
         with beam.options_for('direct', 2) as options:
-          builder = datasets.build(name, manual_dir=manual_dir, data_dir=f'{sys.argv[2]}/{with_beam}',
-                                   beam_options=options, beam=with_beam, num_shards=2)
+          builder = datasets.build(name, manual_dir=manual_dir,
+                                   data_dir=f'{sys.argv[2]}/{with_beam}', beam_options=options,
+                                   beam=with_beam, num_shards=2)
         report = datasets.validate(builder, progress_bar=True)
         results.append({'name': name, 'beam': with_beam, 'summary': report.summary()})
     print(json.dumps({'tensorflow': 'tensorflow' in sys.modules, 'builds': results}))
@@ -228,6 +232,133 @@ def test_png_decodes_as_tensorflow_does_filtered_or_not(dtype, channels):
     expected = tf.io.decode_png(png, channels=channels, dtype=tf.as_dtype(dtype)).numpy()
     np.testing.assert_array_equal(decoded, expected)
     assert decoded.dtype == dtype
+
+
+def _png_with_filters(image: np.ndarray, filters: list[int]) -> bytes:
+  """A PNG of `image` whose row i is filtered by PNG filter type filters[i % len(filters)] (0-4:
+  None, Sub, Up, Average, Paeth, as the PNG specification defines them), one IDAT."""
+  height, width, channels = image.shape
+  raw = np.ascontiguousarray(image, image.dtype.newbyteorder('>')).view(np.uint8)
+  raw = raw.reshape(height, -1).astype(np.int64)
+  pixel_bytes = channels * image.dtype.itemsize
+  left = np.pad(raw, ((0, 0), (pixel_bytes, 0)))[:, :-pixel_bytes]
+  above = np.pad(raw, ((1, 0), (0, 0)))[:-1]
+  above_left = np.pad(left, ((1, 0), (0, 0)))[:-1]
+  guess = left + above - above_left
+  near_left, near_above = abs(guess - left), abs(guess - above)
+  paeth = np.where((near_left <= near_above) & (near_left <= abs(guess - above_left)), left,
+                   np.where(near_above <= abs(guess - above_left), above, above_left))
+  predictions = [0 * raw, left, above, (left + above) // 2, paeth]
+  types = np.resize(np.array(filters, np.uint8), height)
+  rows = np.empty((height, raw.shape[1] + 1), np.uint8)
+  rows[:, 0] = types
+  rows[:, 1:] = (raw - np.choose(types[:, None], predictions)) % 256
+  return _png_file(image.shape, image.dtype, zlib.compress(rows))
+
+
+def _png_file(shape: tuple[int, ...], dtype: np.dtype, idat: bytes) -> bytes:
+  """A PNG file of one IDAT chunk holding `idat`, with the header of a `shape` `dtype` image."""
+  chunk = lambda kind, body: (len(body).to_bytes(4, 'big') + kind + body +
+                              zlib.crc32(kind + body).to_bytes(4, 'big'))
+  colour = {1: 0, 2: 4, 3: 2, 4: 6}[shape[2]]
+  header = struct.pack('>IIBBBBB', shape[1], shape[0], 8 * np.dtype(dtype).itemsize, colour, 0, 0,
+                       0)
+  return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', header) + chunk(b'IDAT', idat) +
+          chunk(b'IEND', b''))
+
+
+def _assert_decodes_as_decoders_do(png: bytes, image: np.ndarray) -> None:
+  """decode_png == the image == TensorFlow's decode == Pillow's (8-bit)."""
+  decoded = shard_reader.decode_png(png, image.shape, image.dtype)
+  assert decoded.dtype == image.dtype
+  np.testing.assert_array_equal(decoded, image)
+  np.testing.assert_array_equal(decoded, tf.io.decode_png(  # channels=0: the file's (2: 0 only).
+      png, channels=0, dtype=tf.as_dtype(image.dtype)).numpy())
+  if image.dtype == np.uint8:
+    from PIL import Image  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    with Image.open(io.BytesIO(png)) as pillow:
+      np.testing.assert_array_equal(decoded, np.asarray(pillow).reshape(image.shape))
+
+
+def _images() -> list[np.ndarray]:
+  """Noise (every byte value) and smooth images, 8- and 16-bit, 1-4 channels."""
+  rng = np.random.default_rng(7)
+  images = []
+  for dtype, channels in ((np.uint8, 1), (np.uint8, 2), (np.uint8, 3), (np.uint8, 4),
+                          (np.uint16, 1), (np.uint16, 3)):
+    top = np.iinfo(dtype).max
+    images.append(rng.integers(0, top, (11, 9, channels), endpoint=True).astype(dtype))
+    ramp = np.add.outer(np.arange(11), np.arange(9))[:, :, None] * 37 + np.arange(channels)
+    images.append((ramp * (1 if dtype == np.uint8 else 251) % (top + 1)).astype(dtype))
+  return images
+
+
+@pytest.mark.parametrize('filters', [[0], [1], [2], [3], [4], [2, 2, 0, 1, 2, 4, 3, 2, 2, 1]],
+                         ids=['none', 'sub', 'up', 'average', 'paeth', 'mixed'])
+def test_png_rows_of_every_filter_type_decode_as_pillow_and_tensorflow_do(filters):
+  for image in _images():
+    _assert_decodes_as_decoders_do(_png_with_filters(image, filters), image)
+
+
+def test_pngs_of_pillow_tensorflow_and_our_writer_decode_as_decoders_do():
+  from PIL import Image  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  for image in _images():
+    pngs = [tf.io.encode_png(image).numpy()]
+    if image.dtype == np.uint8:  # Pillow writes adaptive filters: Sub/Up on ramps, Paeth, Average.
+      mode = {1: 'L', 2: 'LA', 3: 'RGB', 4: 'RGBA'}[image.shape[2]]
+      for options in ({}, {'optimize': True}, {'compress_level': 1}):
+        out = io.BytesIO()
+        Image.fromarray(image[:, :, 0] if mode == 'L' else image, mode).save(out, 'PNG', **options)
+        pngs.append(out.getvalue())
+    if image.shape[2] != 2:
+      pngs += [compression.png_rows(image[None], compression.PngEncoder(scanline_filter=name))[0]
+               for name in compression.FILTERS]
+    for png in pngs:
+      _assert_decodes_as_decoders_do(png, image)
+
+
+def test_a_filtered_png_is_inflated_once_and_not_decoded_again(monkeypatch):
+  # libpng's rows (tf.io.encode_png: Paeth, Average, ...) as RL Unplugged's frames: ISA-L inflates
+  # the IDAT once; no decoder reads the file a second time.
+  image = np.random.default_rng(3).integers(0, 256, (30, 20, 3)).astype(np.uint8)
+  image[10:] = image[:1]
+  png = tf.io.encode_png(image).numpy()
+  inflate = shard_reader.inflate_exactly
+  calls = []
+  monkeypatch.setattr(shard_reader, 'inflate_exactly', lambda *a: calls.append(1) or inflate(*a))
+  monkeypatch.setattr(shard_reader, '_other_png',
+                      lambda *_: pytest.fail('decoded the PNG a second time'))
+  np.testing.assert_array_equal(shard_reader.decode_png(png, image.shape), image)
+  assert calls == [1]
+
+
+def test_sub_and_up_rows_decode_in_numpy_without_pillow_or_tensorflow(monkeypatch):
+  monkeypatch.setitem(sys.modules, 'PIL', None)  # `from PIL import Image` raises ImportError.
+  monkeypatch.setattr(shard_reader, '_other_png',
+                      lambda *_: pytest.fail('decoded by Pillow or TensorFlow'))
+  for image in _images():
+    for filters in ([1], [2], [2, 1, 0, 2, 2]):
+      decoded = shard_reader.decode_png(_png_with_filters(image, filters), image.shape, image.dtype)
+      np.testing.assert_array_equal(decoded, image)
+
+
+def test_corrupt_pngs_are_value_errors_naming_the_frame():
+  image = np.arange(8 * 6 * 3, dtype=np.uint8).reshape(8, 6, 3)
+  good = _png_with_filters(image, [4, 1])
+  scanlines = bytearray(zlib.decompress(good[good.index(b'IDAT') + 4:-16]))
+  scanlines[3 * 19] = 5  # Row 3's filter type.
+  damaged = {
+      'row 3 has filter type 5': _png_file(image.shape, image.dtype, zlib.compress(scanlines)),
+      'inflates to 151 bytes, expected 152': _png_file(image.shape, image.dtype,
+                                                        zlib.compress(scanlines[:-1])),
+      'truncated after 152 bytes': _png_file(image.shape, image.dtype,  # No Adler-32.
+                                             zlib.compress(scanlines)[:-4]),
+      r'inflates to \d+ bytes, expected 152': _png_file(image.shape, image.dtype,
+                                                        zlib.compress(scanlines)[:-20]),
+      'not a PNG file': good[1:], 'without IHDR': good[:8] + good[33:]}
+  for message, png in damaged.items():
+    with pytest.raises(ValueError, match=rf'frame 1 is not a \[8, 6, 3\] uint8 PNG: .*{message}'):
+      shard_reader.decode_pngs([good, png], image.shape)
 
 
 def test_datasets_of_tfds_writer_read_the_same(tmp_path):

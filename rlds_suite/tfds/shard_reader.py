@@ -4,8 +4,9 @@ For datasets whose features `writing.plan_of` covers (every dataset our writers 
 examples are stored in order (`disable_shuffling`, as both our writers declare): the shards are
 read with `tfrecord_files` (CRC-checked), each tf.train.Example is parsed from its wire format and
 its features decoded as TFDS decodes them (packed floats and varints, raw and ZLIB bytes, PNG,
-text). The episodes equal `datasets.read_episodes`' (tests/test_build_without_tensorflow.py), at constant
-memory and without TensorFlow's ~0.8 GiB, so `rlds-suite build`'s validation pass stays small.
+text). The episodes equal `datasets.read_episodes`' (tests/test_build_without_tensorflow.py), at
+constant memory and without TensorFlow's ~0.8 GiB, so `rlds-suite build`'s validation pass stays
+small.
 
 The same decoder parses other datasets' examples by a declared spec (`parse_example`, as
 `tf.io.parse_single_example` does with FixedLenFeature and FixedLenSequenceFeature): RL Unplugged's
@@ -18,6 +19,7 @@ import dataclasses
 import io
 import os
 import struct
+import zlib
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from isal import isal_zlib
@@ -32,6 +34,7 @@ from rlds_suite.tfds import writing
 _BYTES_LIST, _FLOAT_LIST, _INT64_LIST = 1, 2, 3  # Feature's fields.
 _PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 _PNG_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # Colour type -> channels (palette: not here).
+_PILLOW_MODES = {1: 'L', 2: 'LA', 3: 'RGB', 4: 'RGBA'}  # Channels -> Pillow's 8-bit mode.
 _LIST_NAMES = {_BYTES_LIST: 'bytes_list', _FLOAT_LIST: 'float_list', _INT64_LIST: 'int64_list'}
 
 
@@ -151,7 +154,9 @@ def inflate_exactly(data: bytes | memoryview, size: int) -> bytes:
   more than the declared feature holds."""
   inflater = isal_zlib.decompressobj()
   out = inflater.decompress(data, size + 1)
-  if len(out) != size or not inflater.eof:
+  if len(out) == size and not inflater.eof:
+    raise ValueError(f'zlib data truncated after {size} bytes (its stream does not end)')
+  if len(out) != size:
     raise ValueError(f'zlib data inflates to {"more than " if len(out) > size else ""}'
                      f'{len(out)} bytes, expected {size}')
   return out
@@ -271,10 +276,17 @@ def decode_pngs(pngs: Sequence[bytes | memoryview], shape: tuple[int, ...],
   return images
 
 
-def decode_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype = np.dtype(np.uint8)) -> np.ndarray:
-  """A PNG file -> a [height, width, channels] array, as TFDS's Image decodes it. Unfiltered
-  files (ours) in numpy; others with Pillow (8-bit) or TensorFlow."""
-  image = _unfiltered_png(data, shape, dtype)
+def decode_png(data: bytes, shape: tuple[int, ...],
+               dtype: np.dtype = np.dtype(np.uint8)) -> np.ndarray:
+  """A PNG file -> a [height, width, channels] array, as TFDS's Image decodes it.
+
+  Non-interlaced files of `dtype`'s depth and `shape`'s channels are inflated once (ISA-L).
+  Unfiltered rows (ours) are the pixels; filtered 8-bit rows (libpng's, so TensorFlow's and RL
+  Unplugged's, and Pillow's) are unfiltered by Pillow's PNG decoder over the inflated rows, not by
+  a second decode of the file; without Pillow, and for 16-bit rows, None/Sub/Up filters are undone
+  in numpy and Average/Paeth rows decoded by TensorFlow. Other files (palette, interlaced, other
+  depths) go to one decoder: Pillow (8-bit) or TensorFlow."""
+  image = _own_png(data, shape, dtype)
   if image is None:
     image = _other_png(data, shape, dtype)
   if image.shape != tuple(shape):
@@ -282,7 +294,8 @@ def decode_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype = np.dtype(n
   return image
 
 
-def _unfiltered_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> Optional[np.ndarray]:
+def _own_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> Optional[np.ndarray]:
+  """The image when its layout is one `_pixels` decodes (None otherwise, before inflating)."""
   if data[:8] != _PNG_SIGNATURE:
     raise ValueError('not a PNG file')
   position, idat, header = 8, [], None
@@ -307,11 +320,55 @@ def _unfiltered_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> Opt
     raise ValueError(f'PNG of shape {[height, width, channels]}, expected {list(shape)}')
   row_bytes = 1 + width * channels * dtype.itemsize
   scanlines = np.frombuffer(inflate_exactly(b''.join(idat), height * row_bytes), np.uint8)
-  scanlines = scanlines.reshape(height, row_bytes)
-  if scanlines[:, 0].any():  # Filtered rows.
+  return _pixels(scanlines.reshape(height, row_bytes), tuple(shape), dtype)
+
+
+def _pixels(scanlines: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> Optional[np.ndarray]:
+  """Inflated scanlines [height, 1 + row bytes] -> the image; None for Average or Paeth rows
+  that only a decoder of the whole file unfilters (16-bit, or no Pillow)."""
+  filters = scanlines[:, 0]
+  highest = int(filters.max())
+  if highest > 4:
+    row = int(np.argmax(filters > 4))
+    raise ValueError(f'PNG row {row} has filter type {int(filters[row])} (PNG defines 0-4)')
+  if highest:  # Pillow's unfilter (C) is as fast as numpy's running sums for Sub/Up rows.
+    image = _unfilter_by_pillow(scanlines, shape) if dtype == np.uint8 else None
+    if image is not None or highest > 2:
+      return image
+  rows = _unfilter_sub_up(scanlines, shape[2] * dtype.itemsize)
+  return rows.view(dtype.newbyteorder('>')).astype(dtype).reshape(shape)
+
+
+def _unfilter_sub_up(scanlines: np.ndarray, pixel_bytes: int) -> np.ndarray:
+  """The bytes [height, row bytes] of scanlines filtered by None (0), Sub (1) or Up (2), modulo
+  256: a Sub row is the running sum of its bytes `pixel_bytes` apart, and a run of Up rows is the
+  row before the run plus the running sum of the run (a segmented sum over rows)."""
+  filters, rows = scanlines[:, 0], scanlines[:, 1:].copy()
+  sub = filters == 1
+  if sub.any():
+    rows[sub] = rows[sub].reshape(int(sub.sum()), -1, pixel_bytes).cumsum(
+        axis=1, dtype=np.uint8).reshape(int(sub.sum()), -1)
+  up = filters == 2
+  if up.any():
+    # Row i = total[i] - total[start - 1], start: the last row at or before i that is not Up
+    # (a run of Up rows from the top starts on an all-zero row above the image).
+    total = np.zeros((len(rows) + 1, rows.shape[1]), np.uint8)
+    np.cumsum(rows, axis=0, dtype=np.uint8, out=total[1:])
+    start = np.maximum.accumulate(np.where(up, 0, np.arange(len(rows))))
+    rows = total[1:] - total[start]
+  return rows
+
+
+def _unfilter_by_pillow(scanlines: np.ndarray, shape: tuple[int, ...]) -> Optional[np.ndarray]:
+  """8-bit scanlines unfiltered by Pillow's PNG decoder (its 'zip' decoder, what
+  PngImagePlugin runs), fed the inflated rows as stored deflate blocks: a copy, not an inflate."""
+  try:
+    from PIL import Image  # pylint: disable=g-import-not-at-top
+  except ImportError:
     return None
-  return scanlines[:, 1:].copy().view(dtype.newbyteorder('>')).astype(dtype).reshape(
-      height, width, channels)
+  mode = _PILLOW_MODES[shape[2]]
+  image = Image.frombytes(mode, (shape[1], shape[0]), zlib.compress(scanlines, 0), 'zip', mode)
+  return np.asarray(image).reshape(shape)
 
 
 def _other_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -321,8 +378,7 @@ def _other_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarr
     except ImportError:
       pass
     else:
-      mode = {1: 'L', 2: 'LA', 3: 'RGB', 4: 'RGBA'}[shape[2]]
       with Image.open(io.BytesIO(data)) as image:
-        return np.asarray(image.convert(mode)).reshape(shape)
+        return np.asarray(image.convert(_PILLOW_MODES[shape[2]])).reshape(shape)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.io.decode_png(data, channels=shape[2], dtype=tf.as_dtype(dtype)).numpy()
