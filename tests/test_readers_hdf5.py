@@ -165,3 +165,19 @@ def test_a_chunk_that_inflates_past_its_size_is_refused(tmp_path, always_paralle
                      match='chunk.hdf5: x: .*does not inflate to its declared 4000 bytes'):
     with hdf5.open_file(path) as f:
       hdf5.read_array(f, 'x', ranks=(1,))
+
+
+def test_a_chunk_that_inflates_short_of_its_size_is_refused(tmp_path, always_parallel):
+  # HDF5 deflates whole chunks (edge chunks padded): a shorter stream is damage (h5py would fill
+  # the missing tail with whatever its buffer held).
+  import zlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  path = tmp_path / 'short.hdf5'
+  with h5py.File(path, 'w') as f:
+    dataset = f.create_dataset('x', shape=(1000,), dtype=np.float32, chunks=(1000,),
+                               compression='gzip')
+    dataset.id.write_direct_chunk((0,), zlib.compress(np.arange(999, dtype=np.float32).tobytes()))
+  with pytest.raises(errors.CorruptFileError,
+                     match=r'short.hdf5: x: .*chunk at \(0,\) does not inflate to its declared '
+                     r'4000 bytes: zlib data inflates to 3996 bytes, expected 4000'):
+    with hdf5.open_file(path) as f:
+      hdf5.read_array(f, 'x', ranks=(1,))

@@ -1,4 +1,5 @@
-"""Reading HDF5 files (D4RL and its relatives) with typed errors that name the file and the dataset."""
+"""Reading HDF5 files (D4RL and its relatives) with typed errors that name the file and the
+dataset."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from isal import isal_zlib
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.readers import bounded_inflate
 from rlds_suite.readers import files
 
 # Below this many bytes a chunked dataset's chunks are inflated one after the other; above, in a
@@ -50,7 +52,8 @@ def open_file(path: errors.PathLike) -> Iterator[h5py.File]:
     raise errors.CorruptFileError(f'damaged HDF5 file: {type(e).__name__}: {e}', path=path) from e
 
 
-# What h5py raises on damaged metadata (object headers, B-trees, names, attributes), besides OSError.
+# What h5py raises on damaged metadata (object headers, B-trees, names, attributes), besides
+# OSError.
 _DAMAGE_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError, UnicodeDecodeError)
 # h5py's KeyError for a name the file does not hold (not damage).
 _MISSING_OBJECT = re.compile(r"object '([^']*)' doesn't exist|component not found")
@@ -88,11 +91,11 @@ def read_array(group: h5py.Group, key: str, *, ranks: Sequence[int],
   """
   item = group.get(key)
   if not isinstance(item, h5py.Dataset):
-    raise errors.SchemaError('missing dataset' if item is None else 'expected a dataset, got a group',
-                             field=key)
+    raise errors.SchemaError(
+        'missing dataset' if item is None else 'expected a dataset, got a group', field=key)
   if item.ndim not in ranks:
-    raise errors.SchemaError(f'expected rank {" or ".join(map(str, ranks))}, got shape {item.shape}',
-                             field=key)
+    raise errors.SchemaError(
+        f'expected rank {" or ".join(map(str, ranks))}, got shape {item.shape}', field=key)
   if item.dtype.kind not in kinds:
     raise errors.SchemaError(f'expected numpy dtype kind in {kinds!r}, got {item.dtype}', field=key)
   check_declared_size(item)
@@ -129,7 +132,7 @@ _DEFLATE, _SHUFFLE = h5py.h5z.FILTER_DEFLATE, h5py.h5z.FILTER_SHUFFLE
 
 def _read_chunks(item: h5py.Dataset) -> Optional[np.ndarray]:
   """A chunked numeric dataset stored raw, shuffled and/or deflated (D4RL's and Minari's writers):
-  its chunks read raw, each inflated to at most its declared size, so that a chunk which inflates
+  its chunks read raw, each inflated to exactly its declared size, so that a chunk which inflates
   to gigabytes is refused after one chunk's worth (h5py's own deflate grows its buffer to whatever
   the stream holds). Unwritten chunks hold the fill value, as h5py reads them. Large datasets are
   inflated in a thread pool (ISA-L's inflate, ~2.5x zlib's speed, releases the GIL).
@@ -183,17 +186,17 @@ def _read_chunks(item: h5py.Dataset) -> Optional[np.ndarray]:
 
 
 def _inflate(data: bytes, size: int, offset: tuple[int, ...]) -> bytes:
-  """A deflated chunk, inflated to at most `size` + 1 bytes (more is an error, not an allocation)."""
+  """A deflated chunk, inflated to exactly its `size` (HDF5 deflates whole chunks, edge chunks
+  included: a short one is damage, whose missing tail h5py returns as whatever memory held)."""
   limit = files.expansion_limit(len(data), files.DEFLATE)
   if size > limit:
     raise files.size_limit_error(size, limit, what=f'a chunk of {len(data)} bytes at {offset} '
                                  'declares')
-  inflater = isal_zlib.decompressobj()
-  out = inflater.decompress(data, size + 1)
-  if len(out) > size or not inflater.eof:
-    raise zlib.error(f'chunk at {offset} does not inflate to its declared {size} bytes '
-                     f'({"more" if len(out) > size else "a truncated stream"})')
-  return out
+  try:
+    return bounded_inflate.inflate_exactly(data, size)
+  except ValueError as e:
+    raise zlib.error(f'chunk at {offset} does not inflate to its declared {size} bytes: '
+                     f'{e}') from None
 
 
 def _unshuffle(data: bytes, itemsize: int) -> bytes:

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from rlds_suite.core import errors
+from rlds_suite.readers import bounded_inflate
 from rlds_suite.tfds import episode_wire
 from rlds_suite.tfds import tfrecord_files
 from rlds_suite.tfds import writing
@@ -36,6 +37,7 @@ _PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 _PNG_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # Colour type -> channels (palette: not here).
 _PILLOW_MODES = {1: 'L', 2: 'LA', 3: 'RGB', 4: 'RGBA'}  # Channels -> Pillow's 8-bit mode.
 _LIST_NAMES = {_BYTES_LIST: 'bytes_list', _FLOAT_LIST: 'float_list', _INT64_LIST: 'int64_list'}
+inflate_exactly = bounded_inflate.inflate_exactly  # ZLIB rows and PNG scanlines (streams/frames).
 
 
 def can_read(info: tfds.core.DatasetInfo, split: Optional[str] = None) -> bool:
@@ -146,20 +148,6 @@ def _decode_leaf(leaf: episode_wire.Leaf, feature: Optional[tuple[int, memoryvie
       values = np.frombuffer(data, dtype.newbyteorder('<')).astype(dtype)
   shape = ((-1,) if leaf.per_step else ()) + leaf.shape
   return values.reshape(shape)
-
-
-def inflate_exactly(data: bytes | memoryview, size: int) -> bytes:
-  """A zlib stream that must inflate to exactly `size` bytes (one row of a ZLIB tensor, or a PNG's
-  scanlines), inflated no further than one byte past it: a crafted shard cannot make it allocate
-  more than the declared feature holds."""
-  inflater = isal_zlib.decompressobj()
-  out = inflater.decompress(data, size + 1)
-  if len(out) == size and not inflater.eof:
-    raise ValueError(f'zlib data truncated after {size} bytes (its stream does not end)')
-  if len(out) != size:
-    raise ValueError(f'zlib data inflates to {"more than " if len(out) > size else ""}'
-                     f'{len(out)} bytes, expected {size}')
-  return out
 
 
 # --- The protobuf wire format ------------------------------------------------------------------
