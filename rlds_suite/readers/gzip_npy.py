@@ -69,20 +69,42 @@ class GzipNpyRows:
   def read(self, num_rows: int) -> np.ndarray:
     """The next `num_rows` rows (fewer at the end of the array)."""
     num_rows = max(0, min(num_rows, self.num_rows - self._position))
-    wanted = num_rows * self._row_bytes
+    rows = np.empty((num_rows,) + self.row_shape, dtype=self.dtype)
+    self.read_into(rows)
+    return rows
+
+  def read_into(self, out: np.ndarray) -> None:
+    """Inflates the next `len(out)` rows straight into `out` (C-contiguous, of this file's dtype
+    and row shape, writable, at most the rows left): no intermediate buffer. CorruptFileError
+    when the data ends before them."""
+    num_rows = len(out)
+    if out.dtype != self.dtype or out.shape[1:] != self.row_shape:
+      raise errors.SchemaError(
+          f'rows of {self.dtype} {list(self.row_shape)}, where {out.dtype} '
+          f'{list(out.shape[1:])} are expected (as in the files before)', path=self.path,
+          field=self.field)
+    if (num_rows > self.num_rows - self._position or not out.flags.c_contiguous or
+        not out.flags.writeable):
+      raise ValueError(f'expected a writable C-contiguous array of at most '
+                       f'{self.num_rows - self._position} rows, got {out.shape}')
+    view = memoryview(out.reshape(-1).view(np.uint8))
+    filled = 0
     try:
-      data = self._file.read(wanted)
-      if self._position + num_rows == self.num_rows:
+      while filled < len(view):
+        count = self._file.readinto(view[filled:])
+        if not count:
+          break
+        filled += count
+      if filled == len(view) and self._position + num_rows == self.num_rows:
         files.expect_end(self._file, 'the .npy array')  # And the gzip trailer's CRC-32 is checked.
     except errors.RLDSSuiteError as e:
       raise type(e)(f'at row {self._position}: {e.problem}', path=self.path, field=self.field) from e
-    if len(data) != wanted:
+    if filled != len(view):
       raise errors.CorruptFileError(
           f'truncated: the header declares {self.num_rows} rows, the data ends at row '
-          f'{self._position + len(data) // max(self._row_bytes, 1)}', path=self.path,
+          f'{self._position + filled // max(self._row_bytes, 1)}', path=self.path,
           field=self.field)
     self._position += num_rows
-    return np.frombuffer(data, dtype=self.dtype).reshape((num_rows,) + self.row_shape)
 
   def skip(self, num_rows: int, block_rows: int = 4096) -> None:
     """Reads past `num_rows` rows (gzip cannot seek: they are inflated and dropped)."""
