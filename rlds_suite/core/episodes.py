@@ -352,11 +352,16 @@ def to_episodes(batch: TrajectoryBatch) -> EpisodeBatch:
   ends = np.cumsum(lengths)
   starts = ends - lengths
   num_steps = int(ends[-1])
-  action_rows = np.arange(num_actions) + (np.repeat(np.arange(len(counts)), counts) if has_final else 0)
+  if len(counts) == 1:  # One episode: its actions are steps [0, n), its final step (if any) n.
+    action_rows: np.ndarray | slice = slice(0, num_actions)
+    final_rows: np.ndarray | slice = slice(num_actions, num_steps)
+  else:
+    action_rows = np.arange(num_actions) + (
+        np.repeat(np.arange(len(counts)), counts) if has_final else 0)
+    final_rows = ends - 1
   last_actions = starts + counts - 1
   observations, actions = batch.observations, batch.actions
   if has_final:
-    final_rows = ends - 1
     observations = (_continued(observations, batch.final_observations, num_steps)
                     if len(counts) == 1 else None)
     if observations is None:

@@ -63,25 +63,29 @@ def _one_row(column: np.ndarray, value: Any) -> np.ndarray:
   return np.asarray(value, dtype=column.dtype)[None]
 
 
-def interleave_rows(columns: Nested, rows: np.ndarray, others: Nested | None,
-                    other_rows: np.ndarray, num_rows: int) -> Nested:
+def interleave_rows(columns: Nested, rows: np.ndarray | slice, others: Nested | None,
+                    other_rows: np.ndarray | slice, num_rows: int) -> Nested:
   """New columns of `num_rows` rows: `columns`' rows at `rows` and `others`' rows (columns of the
-  same structure) at `other_rows`; with no `others`, those rows are zero-filled. A leaf whose two
-  parts are object columns or differ in row shape becomes an object column, one value per row."""
+  same structure) at `other_rows`, which together place each of the `num_rows` rows once; with no
+  `others`, those rows are zero-filled. Slices place contiguous rows by block copies (one episode:
+  its actions, then its final row). A leaf whose two parts are object columns or differ in row
+  shape becomes an object column, one value per row."""
+
+  def indices(placed: np.ndarray | slice) -> Any:
+    return range(num_rows)[placed] if isinstance(placed, slice) else placed
 
   def place(column: np.ndarray, *other: np.ndarray) -> np.ndarray:
     extra = other[0] if other else None
     if column.dtype != object and (extra is None or (extra.dtype != object and
                                                      extra.shape[1:] == column.shape[1:])):
-      out = np.zeros((num_rows,) + column.shape[1:], dtype=column.dtype)
+      out = np.empty((num_rows,) + column.shape[1:], dtype=column.dtype)  # Every row is set below.
       out[rows] = column
-      if extra is not None:
-        out[other_rows] = extra
+      out[other_rows] = np.zeros((), dtype=column.dtype) if extra is None else extra
       return out
     out = np.empty(num_rows, dtype=object)  # One value per row: ragged rows, or rows kept as given.
-    for index, value in zip(rows, column):
+    for index, value in zip(indices(rows), column):
       out[index] = value
-    for position, index in enumerate(other_rows):
+    for position, index in enumerate(indices(other_rows)):
       out[index] = np.zeros((), dtype=object) if extra is None else extra[position]
     return out
 

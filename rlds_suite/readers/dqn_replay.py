@@ -105,12 +105,18 @@ def checkpoints_in(replay_logs: errors.PathLike) -> list[int]:
 
 @dataclasses.dataclass
 class Rows:
-  """Consecutive rows of the add stream; row i has add index `first_add + i`."""
+  """Consecutive rows of the add stream; row i has add index `first_add + i`.
+
+  `final_slot`, when given, is one free row right after `observation` in the same array, where
+  `to_trajectory` puts the final observation, so that `episodes.to_episode` takes the frames and
+  it as one view instead of copying them into a new column (rows cut or joined have none).
+  """
   observation: np.ndarray
   action: np.ndarray
   reward: np.ndarray
   terminal: np.ndarray
   first_add: int
+  final_slot: Optional[np.ndarray] = None
 
   def __len__(self) -> int:
     return len(self.terminal)
@@ -350,11 +356,15 @@ def stitch(parts: Sequence[Optional[Rows]], started: bool) -> Stitched:
 
 def to_trajectory(rows: Rows, checkpoint_of: Callable[[int], int]) -> episodes.Trajectory:
   """One episode's rows (padding first) -> a Trajectory; unfinished rows end truncated."""
-  return POLICY.trajectory(
+  trajectory = POLICY.trajectory(
       rows.observation, rows.action, rows.reward,
       terminal_flag=bool(rows.terminal[-1]),
       metadata={'checkpoint': int(checkpoint_of(rows.first_add + POLICY.padding_rows)),
                 'first_add_index': int(rows.first_add + POLICY.padding_rows)})
+  if rows.final_slot is None:
+    return trajectory
+  rows.final_slot[0] = trajectory.final_observation  # NOT_STORED: a copy of the last frame.
+  return dataclasses.replace(trajectory, final_observation=rows.final_slot[0])
 
 
 class Selection:

@@ -17,6 +17,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from rlds_suite.core import episodes
+from rlds_suite.core import errors
 from rlds_suite.core import read_ahead
 from rlds_suite.readers import dqn_replay
 from rlds_suite.readers import gzip_npy
@@ -112,18 +113,34 @@ class SpanReader:
     self._opened.close()
 
   def rows(self, span: Span) -> dqn_replay.Rows:
-    parts = []
+    """The span's rows, each field inflated straight into one array (across checkpoint files and
+    wrap-arounds alike); the frames' array has one spare row after them (`Rows.final_slot`)."""
+    columns: Optional[list[np.ndarray]] = None
+    filled = 0
     for layout in self._layouts.values():
       start, stop = max(span.first_add, layout.first_add), min(span.end_add, layout.add_count)
       while start < stop:  # Split where the add range wraps around the end of the file.
         row = start % layout.capacity
         take = min(stop - start, layout.capacity - row)
-        columns = self._read(layout.checkpoint, row, take)
-        parts.append(dqn_replay.Rows(*columns, first_add=start))
+        streams = self._at(layout.checkpoint, row)
+        if columns is None:
+          columns = [np.empty((len(span) + (field == 'observation'),) + stream.row_shape,
+                              dtype=stream.dtype)
+                     for field, stream in zip(dqn_replay.STORE_FIELDS, streams)]
+        for column, stream in zip(columns, streams):
+          stream.read_into(column[filled:filled + take])
+        filled += take
         start += take
-    return dqn_replay.Rows.concat(parts)
+    if columns is None or filled != len(span):
+      raise errors.EpisodeBoundaryError(
+          f'add indices {span.first_add}-{span.end_add - 1}: {filled} of them are in the logs',
+          path=self._run.replay_logs, field='rows')
+    observation = columns[0]
+    return dqn_replay.Rows(observation[:len(span)], *columns[1:], first_add=span.first_add,
+                           final_slot=observation[len(span):])
 
-  def _read(self, checkpoint: int, row: int, count: int) -> list[np.ndarray]:
+  def _at(self, checkpoint: int, row: int) -> list[gzip_npy.GzipNpyRows]:
+    """The checkpoint's streams, at storage row `row`."""
     streams = self._streams.get(checkpoint)
     if streams is None or streams[0].position > row:
       for stream in streams or ():
@@ -134,7 +151,7 @@ class SpanReader:
           for f in dqn_replay.STORE_FIELDS]
     for stream in streams:
       stream.skip(row - stream.position)
-    return [stream.read(count) for stream in streams]
+    return streams
 
 
 def read_spans(replay_logs: str, spans: Sequence[Span],
