@@ -296,3 +296,23 @@ def test_batch_errors_name_the_episode_and_its_steps():
   with pytest.raises(errors.EpisodeBoundaryError, match='episode 1: an episode needs at least one'):
     episodes.to_episodes(dataclasses.replace(batch, num_actions=np.array([5, 0]),
                                              final_observations=None, final_step_metadata=None))
+
+
+def test_interleave_rows_by_slices_equals_by_indices_and_zero_fills_placeholders():
+  """One episode's rows are placed by slices (block copies), several episodes' by index arrays:
+  the same columns; placeholder rows are zeros of the column's dtype (empty strings, not '0')."""
+  columns = {'frame': np.arange(12, dtype=np.uint8).reshape(4, 3), 'name': np.array(list('abcd')),
+             'ragged': np.array([np.zeros(1), np.zeros(2), np.zeros(3), np.zeros(1)], dtype=object)}
+  finals = {'frame': np.full((1, 3), 9, np.uint8), 'name': np.array(['z']),
+            'ragged': np.array([np.ones(5)], dtype=object)}
+  for others in (finals, None):
+    by_slices = nested.interleave_rows(columns, slice(0, 4), others, slice(4, 5), 5)
+    by_indices = nested.interleave_rows(columns, np.arange(4), others, np.array([4]), 5)
+    for key in columns:
+      assert by_slices[key].dtype == by_indices[key].dtype == columns[key].dtype, key
+      assert all(np.array_equal(a, b) for a, b in zip(by_slices[key], by_indices[key])), key
+  assert by_slices['name'].tolist() == list('abcd') + ['']
+  assert by_slices['frame'][-1].tolist() == [0, 0, 0]
+  assert np.array_equal(by_slices['ragged'][-1], np.zeros(()))
+  two = nested.interleave_rows(columns, np.array([0, 1, 3, 4]), None, np.array([2, 5]), 6)
+  assert two['name'].tolist() == ['a', 'b', '', 'c', 'd', '']

@@ -90,3 +90,26 @@ def test_gzip_npy_rows_stream_and_truncation(tmp_path):
   with pytest.raises(errors.CorruptFileError, match=str(path)):
     with gzip_npy.GzipNpyRows(path) as rows:
       rows.read(1000)
+
+
+def test_gzip_npy_rows_read_into_a_given_array(tmp_path):
+  """read_into fills a slice of the caller's array in place; rows of another dtype or shape than
+  the array's (a checkpoint unlike the ones before) are a SchemaError naming the file."""
+  array = np.arange(1000 * 6, dtype=np.int32).reshape(1000, 2, 3)
+  path = tmp_path / 'a.gz'
+  with gzip.open(path, 'wb') as f:
+    np.save(f, array)
+  out = np.full((1001, 2, 3), -1, dtype=np.int32)
+  with gzip_npy.GzipNpyRows(path) as rows:
+    rows.read_into(out[:400])
+    rows.read_into(out[400:1000])
+    assert rows.position == 1000
+  np.testing.assert_array_equal(out[:1000], array)
+  assert (out[1000] == -1).all()
+  with gzip_npy.GzipNpyRows(path, field='action') as rows:
+    with pytest.raises(errors.SchemaError, match=f'{path}.*action.*int64'):
+      rows.read_into(np.empty((5, 2, 3), dtype=np.int64))
+    with pytest.raises(errors.SchemaError, match='int32 \\[2, 3\\]'):
+      rows.read_into(np.empty((5, 3, 2), dtype=np.int32))
+    with pytest.raises(ValueError, match='at most 1000 rows'):
+      rows.read_into(np.empty((1001, 2, 3), dtype=np.int32))

@@ -5,8 +5,11 @@ checkpoint)."""
 
 import threading
 
+import numpy as np
 import pytest
 
+from rlds_suite.core import episodes
+from rlds_suite.core import fields
 from rlds_suite.readers import dqn_replay
 from rlds_suite.readers import dqn_replay_spans
 from tests import dqn_replay_buffers as buffers
@@ -51,6 +54,24 @@ def test_work_items_read_the_episodes_read_run_reads(tmp_path, schedule, checkpo
 
 def _first(trajectory):
   return trajectory.metadata['first_add_index']
+
+
+@pytest.mark.parametrize('schedule', ['batch_rl', 'overlapping_and_longer_than_a_checkpoint'])
+def test_episode_frames_reach_the_rlds_steps_uncopied(tmp_path, schedule):
+  """Each episode's frames are inflated into one array with a spare row for the final (copied)
+  frame, so to_episode's steps are a view of the reader's array, across checkpoint files and
+  wrapped files too, and equal the steps of read_run's (joined, copied) episodes."""
+  buffers.log(tmp_path, ROWS, *SCHEDULES[schedule])
+  run = dqn_replay.Run(tmp_path)
+  found = list(dqn_replay_spans.read_spans(str(tmp_path), dqn_replay_spans.episode_spans(run)))
+  expected = list(dqn_replay.read_run(tmp_path, block_rows=7))
+  assert len(found) == len(expected) > 5
+  for got, want in zip(found, expected):
+    steps = episodes.to_episode(got).steps
+    assert np.shares_memory(steps[fields.OBSERVATION], got.observations)
+    for key, value in episodes.to_episode(want).steps.items():
+      np.testing.assert_array_equal(steps[key], value, err_msg=key)
+      assert steps[key].dtype == value.dtype, key
 
 
 def test_work_items_are_balanced_by_rows():
