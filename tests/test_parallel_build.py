@@ -189,3 +189,38 @@ def test_example_not_matching_features_is_a_schema_error():
   example['steps']['observation']['state'] = example['steps']['observation']['state'][:, :2]
   with pytest.raises(errors.SchemaError, match='steps/observation/state'):
     writing.flat_episode(plan, example)
+
+
+def test_a_shard_that_cannot_be_completed_fails_the_build_and_is_written_again_on_resume(
+    tmp_path, monkeypatch):
+  """Closed shards are completed (fsynced, renamed, listed) off the writing thread: a failure
+  there (a full disk at fsync) still fails the build, lists nothing after the shards before it,
+  and the same build run again ends equal to an uninterrupted one."""
+  episodes = [(i, build_helpers.episode(0, i)) for i in range(12)]
+  fsync = os.fsync
+
+  def full_at_the_second_shard(fd):
+    if os.readlink(f'/proc/self/fd/{fd}').endswith('.train.shard-00001.tfrecord.partial'):
+      raise OSError(28, 'No space left on device')
+    fsync(fd)
+
+  feature_dict = build_helpers.Counting(data_dir='/nonexistent').info.features
+  work = writing.WorkDir(tmp_path / 'failed' / 'ds' / '1.0.0', {'test': 1})
+  monkeypatch.setattr(os, 'fsync', full_at_the_second_shard)
+  with pytest.raises(OSError, match='No space left'):
+    writing.write_split(iter(episodes), features=feature_dict, work=work, split='train',
+                        workers=1, shard_bytes=20_000)
+  monkeypatch.setattr(os, 'fsync', fsync)
+  work.release()  # As the builder does; the next run takes the directory over.
+  work = writing.WorkDir(tmp_path / 'failed' / 'ds' / '1.0.0', {'test': 1})
+  assert [s['file'] for s in work.progress.shards('train')] == ['train.shard-00000.tfrecord']
+  assert sorted(os.listdir(work.path)) == ['.lock', writing.PROGRESS_FILE,
+                                           'train.shard-00000.tfrecord']
+  writing.write_split(iter(episodes), features=feature_dict, work=work, split='train', workers=1,
+                      shard_bytes=20_000)
+  clean = _write(tmp_path / 'clean', iter(episodes), workers=1)
+  ours, theirs = work.progress.shards('train'), clean.progress.shards('train')
+  assert ours == theirs and len(ours) > 2
+  for shard in ours:
+    assert (pathlib.Path(work.path, shard['file']).read_bytes() ==
+            pathlib.Path(clean.path, shard['file']).read_bytes())

@@ -278,21 +278,20 @@ def serialize_packed(plan: Sequence[Leaf], packed: Packed) -> Union[Framed, list
 
 def _framed(buf: memoryview, packed: Packed, pieces: Sequence[Sequence[Any]]) -> Optional[Framed]:
   """Writes each example's TFRecord frame into `buf` at the batch's room for them; None when
-  they do not fit."""
+  they do not fit. (Each record is joined first: one C-level join, checksum and copy cost a
+  third of copying and checksumming its thousands of pieces one by one.)"""
   pos, end = packed.out
   end += pos
   lengths = []
   for parts in pieces:
-    size = sum(len(part) for part in parts)
-    record = [example_wire.example_header(size), *parts]
-    size += len(record[0])
-    if pos + size + tfrecord_files.HEADER_BYTES + tfrecord_files.FOOTER_BYTES > end:
+    record = example_wire.example_of(parts)
+    if pos + len(record) + tfrecord_files.HEADER_BYTES + tfrecord_files.FOOTER_BYTES > end:
       return None
     header, footer = tfrecord_files.frame_parts(record)
-    for part in (header, *record, footer):
+    for part in (header, record, footer):
       buf[pos:pos + len(part)] = part
       pos += len(part)
-    lengths.append(size)
+    lengths.append(len(record))
   return Framed(packed.block, packed.out[0], lengths)
 
 

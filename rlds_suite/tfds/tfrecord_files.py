@@ -37,21 +37,14 @@ _WRITE_PIECES = 1024  # or this many pieces (Linux's IOV_MAX), 3 a record.
 
 def masked_crc(data: bytes | memoryview) -> int:
   """TFRecord's masked CRC-32C of `data`."""
-  return _masked(google_crc32c.value(bytes(data) if isinstance(data, memoryview) else data))
-
-
-def _masked(crc: int) -> int:
+  crc = google_crc32c.value(bytes(data) if isinstance(data, memoryview) else data)
   return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def frame_parts(pieces: Sequence[bytes | memoryview]) -> tuple[bytes, bytes]:
-  """The TFRecord header and footer that frame the record `b''.join(pieces)`, its CRC taken piece
-  by piece (the record is never joined here; memoryview pieces are copied for the checksum)."""
-  crc = 0
-  for piece in pieces:
-    crc = google_crc32c.extend(crc, bytes(piece) if isinstance(piece, memoryview) else piece)
-  length = _LENGTH.pack(sum(len(piece) for piece in pieces))
-  return length + _CRC.pack(masked_crc(length)), _CRC.pack(_masked(crc))
+def frame_parts(record: bytes) -> tuple[bytes, bytes]:
+  """The TFRecord header and footer that frame `record`."""
+  length = _LENGTH.pack(len(record))
+  return length + _CRC.pack(masked_crc(length)), _CRC.pack(masked_crc(record))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +76,7 @@ class RecordWriter:
     self._sha = hashlib.sha256()
 
   def write(self, record: bytes) -> None:
-    header, footer = frame_parts([record])
+    header, footer = frame_parts(record)
     self._pending += (header, record, footer)
     self._pending_bytes += len(record) + HEADER_BYTES + FOOTER_BYTES
     if self._pending_bytes >= _WRITE_BYTES or len(self._pending) >= _WRITE_PIECES:
