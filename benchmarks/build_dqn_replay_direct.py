@@ -54,6 +54,7 @@ import gzip
 import json
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -132,7 +133,11 @@ def child(kind: str, manual_dir: str, data_dir: str, workers: int) -> None:
     count = build(manual_dir, data_dir, kind, workers)
   seconds = time.perf_counter() - started
   written = sum(path.stat().st_size for path in pathlib.Path(data_dir).rglob('*') if path.is_file())
-  print(json.dumps({'seconds': seconds, 'count': count, 'bytes': written}))
+  own, workers = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                     resource.RUSAGE_CHILDREN))
+  print(json.dumps({'seconds': seconds, 'count': count, 'bytes': written,
+                    'cpu_main': own.ru_utime + own.ru_stime,
+                    'cpu_workers': workers.ru_utime + workers.ru_stime}))
 
 
 def measure(kind: str, manual_dir: pathlib.Path, workers: int) -> dict:
@@ -209,6 +214,19 @@ def main() -> None:
             f'process-tree peak {spread([r["peak_bytes"] / 2**20 for r in runs], ",.0f")} MiB; '
             f'growth last third vs middle {spread([r["growth_bytes"] / 2**20 for r in runs], ",.0f")} MiB'
             f'{written}')
+    # CPU seconds, which a loaded machine stretches far less than wall time: a build on 2 idle
+    # cores takes at least max(its main process's, half the tree's) (workers included).
+    print('  CPU seconds, main process / workers; the 2-core bound rows/s = rows / max(main, '
+          'tree / 2):')
+    bounds = {kind: [total / max(r['cpu_main'], (r['cpu_main'] + r['cpu_workers']) / 2)
+                     for r in results[kind]] for kind in kinds}
+    for kind in kinds:
+      runs = results[kind]
+      print(f'  {kind:9s}: {spread([r["cpu_main"] for r in runs])} / '
+            f'{spread([r["cpu_workers"] for r in runs])}; bound {spread(bounds[kind], ",.0f")}')
+    for kind in ('direct', 'direct-l0'):
+      ratios = [d / f for d, f in zip(bounds[kind], bounds['floor'])]
+      print(f'  {kind} / floor, 2-core bounds: {spread(ratios)}x')
     direct = results['direct']
     for baseline in kinds:
       if baseline == 'direct':

@@ -59,6 +59,9 @@ EpisodeLike = Union[Episode, Mapping[str, Any]]
 SHARD_BYTES = 64 << 20  # Serialized bytes per shard: at most this much work is redone on resume.
 BATCH_BYTES = 8 << 20  # Raw bytes of episodes sent to a worker at a time.
 POOL_AFTER_BYTES = 32 << 20  # Smaller builds serialize in this process (they wait for no worker).
+# Batches in the pool per worker, so that the workers keep busy while this process reads the next
+# episodes and writes the last ones' records (each holds a shared-memory block).
+IN_FLIGHT_PER_WORKER = 2
 WORK_DIR_PREFIX = 'incomplete.resumable_'
 PROGRESS_FILE = 'progress.json'
 _TFDS_INCOMPLETE = re.compile(r'incomplete\.[A-Z0-9]{6}_')
@@ -265,7 +268,7 @@ class Serializer:
       return
     with _main_module_hidden():  # A submit may start a worker.
       self._in_flight.append(self._shared.submit(self._pool, self._plan, batch))
-    while len(self._in_flight) > self._workers or (
+    while len(self._in_flight) > IN_FLIGHT_PER_WORKER * self._workers or (
         self._in_flight and self._in_flight[0].done()):
       yield from self._in_flight.popleft().records()
 
