@@ -38,9 +38,10 @@ class Builds:
                                    stdout=subprocess.PIPE, stderr=self._log, text=True)
 
   def run(self, data_dir: pathlib.Path, after: float | None = None, sig: int = signal.SIGKILL,
-          after_shards: int = 0, **overrides) -> int:
+          after_shards: int = 0, before_signal=lambda pid: None, **overrides) -> int:
     """Builds in `data_dir`; with `after`, sends `sig` once `after_shards` shards are complete
-    and `after` more seconds have passed (a build that ends first is not signalled)."""
+    and `after` more seconds have passed (a build that ends first is not signalled), calling
+    `before_signal` with the build's process id first."""
     self._child.stdin.write(json.dumps({**REQUEST, **overrides, 'data_dir': str(data_dir)}) + '\n')
     self._child.stdin.flush()
     pid = json.loads(self._child.stdout.readline())['pid']
@@ -48,6 +49,7 @@ class Builds:
       while _shards_done(data_dir) < after_shards and _running(pid):
         time.sleep(0.005)
       time.sleep(after)
+      before_signal(pid)
       try:
         os.kill(pid, sig)
       except ProcessLookupError:
@@ -160,6 +162,42 @@ def test_killed_at_random_points_resumes_to_the_same_dataset(builds, reference, 
     assert not _work_dir(data_dir).exists()
     assert not [n for n in os.listdir(data_dir / 'counting') if n.startswith('incomplete')]
   assert resumed_with_shards  # At least one trial continued after completed shards.
+
+
+def _pool_workers(parent: int) -> list[int]:
+  """The process ids of `parent`'s multiprocessing workers (spawned, so not the tracker)."""
+  found = []
+  for entry in os.listdir('/proc'):
+    try:
+      with open(f'/proc/{entry}/stat') as f:
+        ppid = int(f.read().rsplit(')', 1)[1].split()[1])
+      with open(f'/proc/{entry}/cmdline', 'rb') as f:
+        spawned = b'spawn_main' in f.read()
+    except (OSError, ValueError, IndexError):
+      continue
+    if ppid == parent and spawned:
+      found.append(int(entry))
+  return found
+
+
+def test_a_killed_build_leaves_no_pool_worker_behind(builds, tmp_path):
+  """A build SIGKILLed while its pool serializes takes its workers with it: they used to wait for
+  batches for ever (~100 MB each), keeping its shared-memory blocks from being unlinked."""
+  workers: list[int] = []
+
+  def workers_up(pid):
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and time.monotonic() < deadline:
+      workers[:] = _pool_workers(pid)
+      time.sleep(0.01)
+
+  status = builds.run(tmp_path, after=0.0, after_shards=1, before_signal=workers_up, delay=0.05,
+                      workers=2, pool_after=0)
+  assert status == -signal.SIGKILL and len(workers) == 2
+  deadline = time.monotonic() + 30
+  while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  assert not [pid for pid in workers if _running(pid)]
 
 
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGUSR1])

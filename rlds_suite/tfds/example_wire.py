@@ -105,7 +105,7 @@ def example(features: bytes) -> bytes:
 def example_of(pieces: Sequence[bytes | memoryview]) -> bytes:
   """The Example message of map entries given as pieces (bytes or byte memoryviews), in one join:
   each byte of a large feature is copied once here."""
-  return b''.join([example_header(sum(len(piece) for piece in pieces)), *pieces])
+  return b''.join([example_header(sum(map(len, pieces))), *pieces])
 
 
 def example_header(features_length: int) -> bytes:

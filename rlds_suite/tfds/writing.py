@@ -242,7 +242,7 @@ class Serializer:
       return
     self._pool = concurrent.futures.ProcessPoolExecutor(
         self._workers, mp_context=multiprocessing.get_context('spawn'),
-        initializer=episode_wire.worker_init)
+        initializer=episode_wire.worker_init, initargs=(os.getpid(),))
     with _main_module_hidden():  # The first submit starts the workers.
       self._warm_up = [self._pool.submit(episode_wire.ready) for _ in range(self._workers)]
 
