@@ -13,15 +13,17 @@ Rates are steps per second of the same files in steady state: after a warm-up on
 iterator, each rate reads for at least --seconds and at least 4x what it buffers ahead, and
 divides all its steps by all its time. "ours" is `streams.as_numpy(stream)` in a Python loop (what
 a JAX/PyTorch loop sees); "graph" rates run a tf.function loop (ours: the tf.data exit,
-`stream.dataset`). "cached" is a stream with cache_dir on its later epochs (the cache is filled
-when the stream is made; for steps the numpy exit draws each block's row indices in numpy,
-streams.row_blocks, and gathers it from the memory maps). "cache_gather_prototype" is the lean
-bound of that design: random rows gathered from the memory maps with one numpy `take` per field,
-no units, mixing, permutation or epochs, sliced into batches. The naive recipe
-(`flat_map(steps).shuffle(10_000).batch(256)`) reads without TFDS's autocache, as our stream
-must to keep its memory flat. Every rate is measured --rounds times, interleaved; targets are
-judged on the median ratio of the rounds, the spread is printed, and a ratio over a baseline <= 0
-gets no verdict. Streams run under --memory_budget (1 GiB), the machine being shared.
+`stream.dataset`; "graph_held_batch": that loop over one of the stream's batches held in memory,
+the fastest any tf.data exit can hand batches to it). "cached" is a stream with cache_dir on its
+later epochs (the cache is filled when the stream is made; for steps the numpy exit draws each
+block's row indices in numpy, streams.row_blocks, and gathers it from the memory maps).
+"cache_gather_prototype" is the lean bound of that design: random rows gathered from the memory
+maps with one numpy `take` per field, no units, mixing, permutation or epochs, sliced into
+batches. The naive recipe (`flat_map(steps).shuffle(10_000).batch(256)`) reads without TFDS's
+autocache, as our stream must to keep its memory flat. Every rate is measured --rounds times,
+interleaved; targets are judged on the median ratio of the rounds, the spread is printed, and a
+ratio over a baseline <= 0 gets no verdict. Streams run under --memory_budget (1 GiB), the
+machine being shared.
 
 Peak memory is the peak RSS (VmHWM) of a subprocess reading the same number of batches from each
 dataset, above its TensorFlow baseline; 1x and 10x both have more files than the stream keeps open
@@ -92,6 +94,29 @@ of the block, rows and shifts random: 4-9 ns; every row once per epoch, but not 
 block) with the packed layout and the stream's draw came near: 0.77x [0.72-0.81] and 0.60x
 [0.54-0.64]. Neither a layout nor a uniform numpy permutation reaches 0.8x here: that needs a
 compiled draw-permute-gather kernel, or a weaker shuffle.
+
+The compiled kernel, measured (issue 21; numba 0.68.0 with numpy 2.4, CPU time in one process,
+load 6-26 throughout): numpy's own permutation written out in numba (its PCG64 as a 128-bit LCG in
+64-bit halves, its masked-rejection Fisher-Yates; bit for bit `default_rng(seed).permutation`) costs
+9.5-13.7 ns a unit against numpy's 10.7-15.2: the serial LCG and the rejection branch bound both. A
+block piece's unit rows in one loop: 0.8-1.3 ns against numpy's 2.0-2.5. Gathering CartPole's 7
+fields in numba, per field or fused over all fields (literal_unroll), costs 25-26 ns a unit against
+8.3-10.7 for numpy's `take` (3x slower; a unit-major loop 210). Sorting packed random keys (50
+random bits over 14 of index, one np.sort) instead of Fisher-Yates: 32 ns. End to end, the
+permutation and unit-row kernels in the stream, 4 rounds alternated with the numpy path at load
+22-26: 57-72 ns of CPU a step against 66-80, cached/raw 0.44x [0.06-0.48] against 0.35x
+[0.05-0.38]. A first call in a fresh process loaded the cached compile in 0.6-3.6 s (compiling:
+13-40 s), and `import numba` costs ~0.5 s (1.9 s loaded). ~10% less CPU, far from 0.8x: numba was
+not adopted. The tf.data exit: per batch, a graph loop's IteratorGetNext costs what it costs for a
+held batch or a `Dataset.range` element (43-65 us of CPU at load 17-26, against 2.4 us for the loop
+alone; rebatch, unbatch of [40, 256]-reshaped blocks and flat_map over from_tensor_slices all within
+that spread), so the exit's ratio to `as_numpy` is bound by graph_held_batch/ours, not by the
+rebatch. With the other engineers' uncached changes of the same afternoon (uncommitted), two
+--quick runs (3 rounds, cartpole_like and d4rl_like only, load 14-20): the tf.data exit 1.06x
+[0.76-1.10x] and 0.80x [0.67-1.15x] `as_numpy` (cartpole_like; its ceiling graph_held_batch/ours
+1.46x [0.98-1.88x]), 1.12x [0.29-1.69x] (d4rl_like); cached 0.41x [0.21-0.85x] and 0.26x
+[0.11-0.27x] the batched raw read (cartpole_like; the lean bound 1.23x and 0.42x), 1.57x
+[1.21-1.64x] (d4rl_like).
 """
 
 from __future__ import annotations
@@ -398,6 +423,11 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
                         warmup=block // BATCH)
     rates.update(ours_tf_graph=exit_rates['graph'], ours_tf_python=exit_rates['python'],
                  ours_tf_graph_cpu_ns=exit_rates['graph_cpu_ns'])
+    # The fastest a graph loop takes batches of this structure: one of the stream's batches held
+    # in memory and handed out again and again (each IteratorGetNext runs on tf.data's thread and
+    # wakes the loop's); no tf.data exit hands out batches faster.
+    held = _rates(ours.dataset.take(1).cache().repeat(), BATCH, seconds, modes=('graph',))
+    rates.update(graph_held_batch=held['graph'], graph_held_batch_cpu_ns=held['graph_cpu_ns'])
     # Later epochs: the cache was filled when the stream was made.
     rates['cached'], rates['cached_cpu_ns'] = _numpy_rate(
         streams.as_numpy(cached), BATCH, seconds, min_steps=4 * block, warmup=block // BATCH)
@@ -485,6 +515,8 @@ RATIOS = (
     ('ours/naive', 'ours', 'naive', 10.0),
     ('tf_exit_graph/ours', 'ours_tf_graph', 'ours', 0.8),
     ('tf_exit_python/ours', 'ours_tf_python', 'ours', None),
+    # The ceiling of tf_exit_graph/ours: a graph loop handing out one held batch.
+    ('graph_held_batch/ours', 'graph_held_batch', 'ours', None),
     ('cached/raw_read_batched', 'cached', 'raw_read_batched', 0.8),
     ('cached/raw_read_per_record', 'cached', 'raw_read_per_record', None),
     ('cached_tf_exit_graph/cached', 'cached_tf_graph', 'cached', None),
