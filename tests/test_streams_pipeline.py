@@ -144,6 +144,21 @@ def test_uniform_mix_repeats_small_dataset_and_counts_its_epochs(data):
   assert got[streams.EPOCH][~from_b].max() < got[streams.EPOCH][from_b].max()
 
 
+def test_groups_spanning_passes_tag_each_unit_with_its_own_epoch(data):
+  eps, dirs = data
+  # Shuffle.episodes above a parse group: episodes shuffled in a buffer and parsed in groups that
+  # hold many passes of this 5-episode dataset, so a group's units come from several epochs.
+  stream = streams.stream([dirs['b']], batch_size=4, seed=3, shuffle=streams.Shuffle(100_000, 8))
+  assert stream.sizes.datasets[0].group_episodes < stream.sizes.datasets[0].episodes
+  steps = sum(e.num_steps for e in eps['b'])
+  got, _ = collect(stream.take(3 * steps // 4))
+  seen = {}
+  for key, epoch in zip(streams_data.ids(got[fields.OBSERVATION]), got[streams.EPOCH]):
+    seen.setdefault(key, []).append(int(epoch))
+  assert all(len(set(epochs)) == len(epochs) for epochs in seen.values())  # Once per epoch.
+  assert set(got[streams.EPOCH].tolist()) >= {0, 1, 2}
+
+
 def test_weights(data):
   _, dirs = data
   got, _ = collect(streams.stream([dirs['a'], dirs['b']], batch_size=8, seed=2,

@@ -145,3 +145,12 @@ def test_episode_of_rows_skips_empty_episodes(lengths):
   row_splits = np.cumsum([0] + lengths).astype(np.int64)
   got = units.episode_of_rows(tf.constant(row_splits)).numpy()
   np.testing.assert_array_equal(got, np.repeat(np.arange(len(lengths)), lengths))
+
+
+@pytest.mark.parametrize('epochs, expected', [([2, 2], [2, 2, 2, 2, 2]), ([0, 1], [0, 0, 1, 1, 1]),
+                                              ([], [])])
+def test_tag_epochs_fills_one_pass_and_gathers_by_episode_across_passes(epochs, expected):
+  group = {'x': tf.zeros([len(expected)])}
+  episodes_of_units = tf.constant([0, 0, 1, 1, 1][:len(expected)], tf.int64)
+  got = units.tag_epochs(group, tf.constant(epochs, tf.int64), lambda: episodes_of_units)
+  np.testing.assert_array_equal(got.numpy(), expected)

@@ -219,7 +219,10 @@ def _permuted(seed: Optional[int]):
       order = tf.random.experimental.stateless_shuffle(
           order, seed=tf.stack([tf.constant(seed, tf.int64), index]))
       block = tf.nest.map_structure(lambda t: tf.gather(t, order), block)
-    dataset = tf.searchsorted(tf.cumsum(sizes), order, side='right', out_type=tf.int32)
+    if sizes.shape[0] == 1:  # One dataset: no search.
+      dataset = tf.zeros_like(order, tf.int32)
+    else:
+      dataset = tf.searchsorted(tf.cumsum(sizes), order, side='right', out_type=tf.int32)
     return {**block, DATASET_INDEX: dataset}
 
   return permute
@@ -372,8 +375,10 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
 
     def to_units(positions, steps, row_splits, project=project,
                  epoch_size=source.epoch_size):
-      cut, episode = unit.from_episodes(project(steps), row_splits)
-      return {**cut, EPOCH: tf.gather(positions // epoch_size, episode)}  # DATASET_INDEX: blocks.
+      cut, _ = unit.from_episodes(project(steps), row_splits)
+      return {**cut, EPOCH: units_lib.tag_epochs(cut, positions // epoch_size,
+                                                 lambda: unit.from_episodes(project(steps),
+                                                                            row_splits)[1])}
 
     units = groups.map(to_units, num_parallel_calls=budget.PARSE_PARALLELISM, deterministic=True)
     if source.limit is not None:
