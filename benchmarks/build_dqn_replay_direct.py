@@ -147,16 +147,17 @@ def measure(kind: str, manual_dir: pathlib.Path, workers: int) -> dict:
     process = subprocess.Popen(
         [sys.executable, __file__, '--child', kind, str(manual_dir), data_dir, str(workers)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    root, peak, samples = psutil.Process(process.pid), 0, []
+    root, peak, peak_pss, samples = psutil.Process(process.pid), 0, 0, []
     started = time.perf_counter()
     while process.poll() is None:
-      total = 0
+      total = pss = 0
       try:
         for p in [root] + root.children(recursive=True):
           total += p.memory_info().rss
+          pss += _pss(p.pid)
       except psutil.NoSuchProcess:
         pass
-      peak = max(peak, total)
+      peak, peak_pss = max(peak, total), max(peak_pss, pss)
       samples.append((time.perf_counter() - started, total))
       time.sleep(0.1)
     out = process.stdout.read()
@@ -168,9 +169,23 @@ def measure(kind: str, manual_dir: pathlib.Path, workers: int) -> dict:
   end = samples[-1][0] if samples else 0
   last = [rss for t, rss in samples if t > 2 * end / 3]
   middle = [rss for t, rss in samples if end / 3 < t <= 2 * end / 3]
-  result.update(peak_bytes=peak,
+  result.update(peak_bytes=peak, peak_pss_bytes=peak_pss,
                 growth_bytes=(max(last) - max(middle)) if last and middle else 0)
   return result
+
+
+def _pss(pid: int) -> int:
+  """A process's proportional set size: its private pages, and its share of each shared page
+  (the pool's shared-memory blocks are mapped by the builder and a worker: summed RSS counts
+  them twice)."""
+  try:
+    with open(f'/proc/{pid}/smaps_rollup') as f:
+      for line in f:
+        if line.startswith('Pss:'):
+          return int(line.split()[1]) * 1024
+  except OSError:
+    pass
+  return 0
 
 
 def spread(values: list[float], digits: str = '.3g') -> str:
@@ -211,7 +226,8 @@ def main() -> None:
       written = (f'; dataset {spread([r["bytes"] / 2**20 for r in runs], ",.0f")} MiB'
                  if runs[0]['bytes'] else '')
       print(f'  {kind:9s}: {spread([total / r["seconds"] for r in runs], ",.0f")} rows/s; '
-            f'process-tree peak {spread([r["peak_bytes"] / 2**20 for r in runs], ",.0f")} MiB; '
+            f'process-tree peak {spread([r["peak_bytes"] / 2**20 for r in runs], ",.0f")} MiB '
+            f'(PSS {spread([r["peak_pss_bytes"] / 2**20 for r in runs], ",.0f")}); '
             f'growth last third vs middle {spread([r["growth_bytes"] / 2**20 for r in runs], ",.0f")} MiB'
             f'{written}')
     # CPU seconds, which a loaded machine stretches far less than wall time: a build on 2 idle

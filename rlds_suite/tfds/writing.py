@@ -6,10 +6,12 @@ memory (up to 1 GiB) to shuffle it: a 1M-row DQN Replay build grew by ~0.3 GB ov
 Here:
   * examples are checked and stacked per field in this process, then serialized batch per field by
     `episode_wire` (the recording's wire format and encoders) in a pool of worker processes that
-    import neither TensorFlow nor TFDS; memory is a few batches in flight, whatever the size;
+    import neither TensorFlow nor TFDS; a batch goes to a worker and its TFRecord frames come
+    back in one shared-memory block (nothing large is pickled); memory is a few batches in
+    flight, whatever the size; the workers die with this process;
   * examples are written in the order they are generated (the dataset says so: disable_shuffling),
-    into shards of about `shard_bytes`, each written under a hidden name, fsynced, renamed, then
-    recorded in the work directory's `progress.json`;
+    into shards of about `shard_bytes`, each written under a hidden name, then fsynced, renamed
+    and recorded in the work directory's `progress.json` by a thread while the next is written;
   * a build killed at any moment and run again continues after the last recorded shard (the
     generator is run again and the examples already written are skipped unserialized): the result
     equals an uninterrupted build. SIGTERM/SIGUSR1 close the open shard at the next example and
@@ -59,9 +61,6 @@ EpisodeLike = Union[Episode, Mapping[str, Any]]
 SHARD_BYTES = 64 << 20  # Serialized bytes per shard: at most this much work is redone on resume.
 BATCH_BYTES = 8 << 20  # Raw bytes of episodes sent to a worker at a time.
 POOL_AFTER_BYTES = 32 << 20  # Smaller builds serialize in this process (they wait for no worker).
-# Batches in the pool per worker, so that the workers keep busy while this process reads the next
-# episodes and writes the last ones' records (each holds a shared-memory block).
-IN_FLIGHT_PER_WORKER = 2
 WORK_DIR_PREFIX = 'incomplete.resumable_'
 PROGRESS_FILE = 'progress.json'
 _TFDS_INCOMPLETE = re.compile(r'incomplete\.[A-Z0-9]{6}_')
@@ -268,7 +267,7 @@ class Serializer:
       return
     with _main_module_hidden():  # A submit may start a worker.
       self._in_flight.append(self._shared.submit(self._pool, self._plan, batch))
-    while len(self._in_flight) > IN_FLIGHT_PER_WORKER * self._workers or (
+    while len(self._in_flight) > self._workers or (
         self._in_flight and self._in_flight[0].done()):
       yield from self._in_flight.popleft().records()
 
