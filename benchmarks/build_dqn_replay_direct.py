@@ -22,7 +22,12 @@ process whose process tree's summed RSS is sampled every 0.1 s (workers included
   tfds    the same builder with TFDS's own writer (per-example encoding, shuffle buffer), the path
           the issue measured at 1,560 rows/s; only at --tfds_rows (it takes ~10 min per 1M rows)
 Rounds alternate the kinds; medians [min..max] over rounds; ratios are paired by round. Each
-build's dataset size (every file under its data_dir) is printed beside its rate.
+build's dataset size (every file under its data_dir) is printed beside its rate, and its peak
+memory twice: summed RSS (a shared-memory block mapped by the builder and a worker counts twice)
+and summed PSS (each page once). CPU seconds of the measured process and of its (reaped) workers
+are printed too, with the 2-core bound rows / max(main, tree / 2): what a build can reach on 2
+idle cores, which a loaded machine stretches far less than wall time (the build below measured
+47,021 rows/s on a quiet machine; the same code's bound at load ~23 was 47,264).
 
 Measured (--rows 1000000, 2 shared cores), after the builder's process stopped joining row blocks
 (each episode is inflated into one array per field), joining each TFRecord frame into one buffer
@@ -35,6 +40,22 @@ PNGs (today's direct-l0; it was the default during that run) 46,926 [46,789..47,
 [0.67..1.24] at load 4-6 (3 rounds; level-0 build / floor 0.36x [0.21..0.36] there), so builds
 went back to level 1 and its 31% smaller dataset. Before (same
 benchmark, load 1.3-3.7, level 0): direct / floor 0.25x [0.20..0.30] and 0.27x [0.23..0.31].
+
+Measured after the workers frame the records into the batch's shared-memory block (none pickled
+back; the builder writes and hashes them from there), shards are completed by a thread (fsync
+off the writing thread), and the workers die with the builder (--rows 1000000 --rounds 2, load
+15-24, so wall rates are ~5x below a quiet machine's and only the CPU figures compare): floor
+7.55 s CPU [7.45..7.64] (bound 132,487 rows/s); direct, builder 10.5 s [10.1..11.0] + workers
+24.5 s [24.3..24.8], bound 57,035 [56,750..57,321] rows/s: direct / floor 0.431x [0.423..0.438]
+by the 2-core bounds (before, same metric, one paired round at load ~23: builder 16.6 + workers
+25.7 s, 0.372x; after 0.463x in that run); direct-l0 (level-0 PNGs), builder 11.9 s
+[11.4..12.4] + workers 15.9 s [15.8..16.0], bound 72,124 [70,548..73,700]: 0.545x
+[0.526..0.563] the floor, for a 2,898 vs 2,000 MiB dataset. A bound is the most a quiet machine
+gives, never less: level 1 cannot reach the 0.5x target (the PNG deflate is ~20 of the workers'
+24.5 s); level 0 can, with ~9% to spare, to be confirmed by wall time on a quiet machine.
+Memory (one more run, load ~17-20, one batch in flight per worker): direct peak 803 MiB summed
+RSS, 459 MiB PSS, last third vs middle +25 MiB; direct-l0 838 MiB, 469 MiB PSS, +2 MiB. With two
+batches per worker summed RSS was 957 MiB (level 0: 1,033), so the pool keeps one (plus one).
 
 Where the time goes (py-spy of the builder's process, 1M rows, load ~3-5, active seconds):
 before, 37.7 s in the build: TFRecord frames joined and written 8.0 s, the reader's row blocks
