@@ -22,6 +22,24 @@ two readers are compared byte for byte.
 To compare with an earlier version (issue 17's before/after), export it (`git archive REV
 rlds_suite | tar -x -C DIR`) and run with PYTHONPATH=DIR from a directory outside the checkout
 (a child started with `-c` puts its working directory first on sys.path).
+
+Where the Beam path's extra memory is (issue 17; `--readers ours --rounds 1`, load 19-24 on the 2
+shared cores, one run each): with the 27,000-step episode the process tree peaked at 706 MiB RSS /
+621 MiB PSS with Beam and 553 / 474 without (+153 RSS, +147 PSS; the 739 vs 518 quoted in the
+README was another load). `import apache_beam` alone takes the builder's process from 87 to 221
+MiB (+134 MiB: Beam's __init__ imports its IO connectors and with them pandas, pyarrow, boto3,
+pymongo, grpc), nearly all of it. Without the long episode (2x50000-long0) the trees were 400 MiB
+PSS with Beam and 358 without (the non-Beam tree's RSS, 617 MiB, counts the shared-memory blocks
+in the builder and in both pool workers: compare PSS there). Sampled every 50 ms inside the Beam
+build, its peak (751 MiB) fell while one DirectRunner thread PNG-encoded the long episode and the
+other decoded shard 1's frames: no copy of the episode beyond the non-Beam path's (both serialize
+a long episode in the reading process with the same `episode_wire.serialize`); the second
+thread's episodes in flight stand for what the non-Beam path holds in its pool workers. Handing
+the heap back after every example a Beam worker writes (writing.release_free_heap, which the
+non-Beam writer calls per shard) peaked at 728 MiB, within the noise: not kept. After the build,
+before validation, a malloc_trim took the process from 549 to 378 MiB once and from 547 to 539
+in the next run, so what stays is not reliably free heap. Nothing cheap is left to take: the rest
+of the gap is Beam's own import.
 """
 
 from __future__ import annotations
