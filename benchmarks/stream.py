@@ -2,6 +2,13 @@
 
     python benchmarks/stream.py            # 1M-step D4RL-like dataset, images, 10x copy
     python benchmarks/stream.py --quick    # small datasets, a few minutes
+    python benchmarks/stream.py --quick --datasets image_like --load_procs 8  # frames, loaded
+
+--load_procs N runs N busy-loop processes while the image rates are measured, each in its own
+session (the kernel's autogroup scheduler gives every session, like every engineer's shell here, an
+equal CPU share whatever its thread count), so a loaded figure is reproducible instead of depending
+on what else runs; the 1-minute load at each round's start and end is printed (it lags the load
+just started). --datasets measures only some datasets' rates (memory needs all of them).
 
 Datasets (written once under --work_dir): a D4RL-like dataset (obs float32[17], action float32[6],
 1000-step episodes), an image dataset (observation uint8[84, 84, 4], ZLIB-encoded: what
@@ -138,6 +145,7 @@ BATCH = 256
 SHARDS = 16  # Files of the 1x dataset compared for memory (the 10x one has ten times as many).
 # Most bytes of records in one element of the batched raw read (1024 state episodes: ~100 MiB).
 RAW_BATCH_BYTES = 256 << 20
+DATASETS = ('d4rl_like', 'cartpole_like', 'image_like')  # Whose rates are measured, in order.
 
 
 def _write_datasets(work_dir: str, episodes: int, image_episodes: int, cartpole_episodes: int,
@@ -276,6 +284,25 @@ def _rates(dataset, steps_per_element: float, seconds: float, min_steps: int = 0
   return rates
 
 
+# A busy loop that ends once its parent (the benchmark) is gone, however the benchmark ended.
+_BUSY_LOOP = ('import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n'
+              '  for _ in range(100_000):\n    pass\n')
+
+
+def _start_load(procs: int) -> list[subprocess.Popen]:
+  """`procs` busy-loop processes, each in its own session: the kernel's autogroup scheduling
+  then treats each as another user's job (as it does every engineer's shell on a shared machine),
+  not as threads of this benchmark's session."""
+  return [subprocess.Popen([sys.executable, '-c', _BUSY_LOOP], start_new_session=True)
+          for _ in range(procs)]
+
+
+def _stop_load(load: list[subprocess.Popen]) -> None:
+  for process in load:
+    process.kill()
+    process.wait()
+
+
 def _numpy_rate(batches, steps_per_batch: int, seconds: float, min_steps: int = 0,
                 warmup: int = 1) -> tuple[float, float]:
   """Steady-state (steps/s, CPU ns per step) of a Python loop over numpy batches (what a
@@ -381,7 +408,7 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
   from rlds_suite.streams import reading  # pylint: disable=g-import-not-at-top
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
   results = {}
-  for name in ('d4rl_like', 'cartpole_like', 'image_like'):
+  for name in args.datasets:
     builder = datasets.load_builder(dirs[name])
     episodes = builder.info.splits['train'].num_examples
     steps_per_episode = float(np.mean(reading.episode_lengths(builder, 'train')))
@@ -396,6 +423,9 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
     buffered = min(ours.sizes.datasets[0].episodes, episodes) * steps_per_episode + 2 * block
     seconds = args.seconds
     rates = {}
+    # Image rates under --load_procs busy loops, started before the first (the naive recipe's).
+    load = _start_load(args.load_procs if name == 'image_like' else 0)
+    load_start = os.getloadavg()[0]
     # Without TFDS's autocache (datasets under 250 MiB held in memory after the first pass): every
     # rate here reads the files on every pass, as our stream must to keep its memory flat. The
     # naive recipe's first batch fills its 10,000-step shuffle buffer, refilled every pass.
@@ -404,6 +434,7 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
     naive_rates = _rates(naive, BATCH, seconds, min_steps=2 * (10_000 + args.steps),
                          warmup=10_000 // BATCH + 1)
     rates.update(naive=naive_rates['python'], naive_cpu_ns=naive_rates['python_cpu_ns'])
+    rates['naive_cores'] = rates['naive'] * rates['naive_cpu_ns'] / 1e9  # CPU share it got.
     # The limit: the files' records read in batches of 1024 (one element per 1024 episodes; repeated
     # first, so that every element holds 1024 even where a pass has fewer), fewer where 1024
     # episodes exceed RAW_BATCH_BYTES: 1024 of the image set's 16 MiB episodes made 16 GiB elements.
@@ -419,6 +450,7 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
     rates['raw_read_per_record'] = per_record['python']
     rates['ours'], rates['ours_cpu_ns'] = _numpy_rate(
         streams.as_numpy(ours), BATCH, seconds, min_steps=4 * buffered, warmup=block // BATCH)
+    rates['ours_cores'] = rates['ours'] * rates['ours_cpu_ns'] / 1e9
     exit_rates = _rates(ours.dataset, BATCH, seconds, min_steps=4 * buffered,
                         warmup=block // BATCH)
     rates.update(ours_tf_graph=exit_rates['graph'], ours_tf_python=exit_rates['python'],
@@ -450,6 +482,9 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
       rates['ours_3_mix'] = _numpy_rate(streams.as_numpy(mix), BATCH, seconds,
                                         min_steps=4 * buffered, warmup=block // BATCH)[0]
       rates.update(_keras_rates(ours, fields.OBSERVATION, fields.ACTION, seconds))
+    if load:  # The 1-minute load average lags a load that just started: both ends.
+      rates.update(load_1min_start=load_start, load_1min_end=os.getloadavg()[0])
+    _stop_load(load)
     results[name] = rates
   return results
 
@@ -526,6 +561,7 @@ RATIOS = (
     ('3-mix/raw_read_batched', 'ours_3_mix', 'raw_read_batched', None),
     ('keras_fit: stream/in_memory', 'keras_stream', 'keras_in_memory', 0.9),
     ('cpu per step: ours/naive', 'ours_cpu_ns', 'naive_cpu_ns', None),
+    ('cores used: ours/naive', 'ours_cores', 'naive_cores', None),  # The CPU share each got.
     ('ours/raw_decode', 'ours', 'raw_decode', None),
 )
 # The state targets are for state vectors; for 84x84x4 ZLIB frames: at least the naive recipe's
@@ -572,6 +608,18 @@ def _rounded(value):
   return round(value, 2) if abs(value) < 100 else round(value)
 
 
+def _memory(dirs: dict[str, str], args, episodes: int) -> dict[str, dict[str, float]]:
+  """Peak RSS of children reading each dataset uncached, and from a cache (`_peak_rss_mib`)."""
+  memory_batches = min(episodes * args.steps // BATCH, args.max_batches)
+  memory = {name: _peak_rss_mib(dirs[name], memory_batches, args.memory_budget)
+            for name in ('d4rl_like', 'd4rl_like_sharded', 'd4rl_like_x10', 'image_like')}
+  memory_cache_dir = os.path.join(args.work_dir, 'memory_cache')
+  memory.update({f'{name}_cached': _peak_rss_mib(dirs[name], memory_batches, args.memory_budget,
+                                                 memory_cache_dir)
+                 for name in ('d4rl_like_sharded', 'd4rl_like_x10')})
+  return memory
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--quick', action='store_true', help='small datasets, short timings')
@@ -582,9 +630,18 @@ def main() -> None:
   parser.add_argument('--memory_budget', type=int, default=None,
                       help="bytes each stream's buffers may take (default: the streams' default "
                       'budget, an eighth of the machine\'s memory)')
+  parser.add_argument('--datasets', default=','.join(DATASETS),
+                      help='comma-separated datasets whose rates are measured (memory is measured '
+                      'only with all of them)')
+  parser.add_argument('--load_procs', type=int, default=0,
+                      help='busy-loop processes (each in its own session, like another user\'s '
+                      'job) run while the image rates are measured: a known load on the machine')
   parser.add_argument('--child_read', default=None, help=argparse.SUPPRESS)
   parser.add_argument('--child_cache_dir', default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
+  args.datasets = args.datasets.split(',')
+  if not set(args.datasets) <= set(DATASETS):
+    parser.error(f'--datasets: a comma-separated subset of {",".join(DATASETS)}')
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
   logging.getLogger('absl').setLevel(logging.ERROR)  # TFDS's deprecation notes.
   logging.getLogger('tensorflow').setLevel(logging.ERROR)  # One drain function per rate retraces.
@@ -601,24 +658,22 @@ def main() -> None:
   dirs = _write_datasets(work_dir, episodes, image_episodes, cartpole_episodes, args.steps)
   load_before = os.getloadavg()
   rounds = [_measure(dirs, args) for _ in range(args.rounds)]
-  memory_batches = min(episodes * args.steps // BATCH, args.max_batches)
-  memory = {name: _peak_rss_mib(dirs[name], memory_batches, args.memory_budget)
-            for name in ('d4rl_like', 'd4rl_like_sharded', 'd4rl_like_x10', 'image_like')}
-  memory_cache_dir = os.path.join(args.work_dir, 'memory_cache')
-  memory.update({f'{name}_cached': _peak_rss_mib(dirs[name], memory_batches, args.memory_budget,
-                                                 memory_cache_dir)
-                 for name in ('d4rl_like_sharded', 'd4rl_like_x10')})
+  memory = _memory(dirs, args, episodes) if set(args.datasets) == set(DATASETS) else None
   summary = {}
   for name in rounds[0]:
     per_round = [_ratios(r[name]) for r in rounds]
     summary[name] = {k: _spread([r[k] for r in per_round]) for k in per_round[0]}
   report = {'steps_per_s_by_round': rounds, 'peak_rss_mib': memory, 'ratios': summary}
-  growth = memory['d4rl_like_x10']['stream'] / max(memory['d4rl_like_sharded']['stream'], 1.0)
   print(json.dumps(_rounded(report), indent=1))
   print(f'\nmedian [min..max] of {args.rounds} rounds of steps/s ratios, numpy batches in a Python '
         'loop unless marked graph (a tf.function loop over the tf.data exit); "cached" is later '
         'epochs of the stream with cache_dir.')
   print(f'load (uptime) before/after: {load_before} / {os.getloadavg()}')
+  if args.load_procs and 'image_like' in args.datasets:
+    print(f'image rates under {args.load_procs} busy-loop processes; 1-minute load at each '
+          'round\'s start/end: ' + ', '.join(
+              f'{r["image_like"]["load_1min_start"]:.1f}/{r["image_like"]["load_1min_end"]:.1f}'
+              for r in rounds))
   for name, ratios in summary.items():
     targets = {n: t for n, _, _, t in RATIOS}
     if name == 'image_like':
@@ -626,6 +681,9 @@ def main() -> None:
     for ratio, spread in ratios.items():
       target = LOWER_IS_BETTER.get(ratio, targets[ratio])
       print(f'{name:13s} {ratio:40s} {_verdict(spread, target, ratio in LOWER_IS_BETTER)}')
+  if memory is None:
+    return
+  growth = memory['d4rl_like_x10']['stream'] / max(memory['d4rl_like_sharded']['stream'], 1.0)
   print(f'memory: stream peak RSS above TensorFlow baseline '
         f'{memory["d4rl_like_sharded"]["stream"]:.0f} MiB (1x, {SHARDS} files), '
         f'{memory["d4rl_like_x10"]["stream"]:.0f} MiB (10x, {10 * SHARDS} files): growth '
