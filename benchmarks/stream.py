@@ -85,6 +85,31 @@ element (frames: as many as fit RAW_BATCH_BYTES, 15); frames are bound by ISA-L 
 a frame) in two decoding threads, as many as the naive recipe's, and on a loaded machine by the
 CPU share those threads get.
 
+Uncached state streams, profiled and prototyped (issue 21; cartpole_like unless said, `as_numpy`
+against the batched raw read in one process, 3-4 rounds alternated, load 16-29 on the 2 cores,
+which inflates every TensorFlow op: an empty tf.function call took 358 us of CPU): the stream
+costs 220-400 ns of CPU a step, the raw read 21-35. Single-threaded, on a parse group of 199
+episodes (32k steps): tf.io.parse_example ~65 ns a step (d4rl_like ~40), the per-row episode
+search that tagged EPOCH ~30, the block permutation ~85 (stateless_shuffle ~26 a unit, a
+tf.gather per field), reading and counting records ~50 (64 or 1024 records an element: no
+difference end to end), rebatching ~10. Tried and not kept: a numpy parser of blocks of serialized
+episodes (the records walked in lockstep, one vectorised pass per map entry, values joined from
+the packed bytes) parses in 45 vs 64 ns a step standalone (cartpole_like) but 62 vs 38
+(d4rl_like: copying 103 bytes a step twice costs more than TensorFlow's parse), and inside the
+stream as a tf.numpy_function gave 249-315 vs 228-292 ns a step (cartpole_like) and 367-417 vs
+308-397 (d4rl_like); the block permutation in numpy (Generator.permutation ~7 ns a unit, np.take
+~7 a step for all fields, standalone) inside the block map gave 265-443 vs 217-291: Python in
+tf.data's threads contends for the GIL with the consumer's loop; tf.data options (autotune off,
+intra-op parallelism 1, a private pool of 2) and map functions run on the calling thread
+(use_inter_op_parallelism=False) were within the noise. Kept: a parse group's EPOCH filled where
+its episodes are of one pass (every group read from files), so steps need no per-row episode
+search, and DATASET_INDEX filled for one dataset: 225-274 vs 222-403 ns a step (cartpole_like,
+4 rounds, load 18-28; ratios to the raw read 0.10-0.82 vs 0.05-0.28, medians 0.33 vs 0.09, a
+spread that is the load's more than the code's), 293-343 vs 327-400 (d4rl_like, load 14-19;
+0.20-0.55 vs 0.23-0.49, medians 0.36 vs 0.28). What remains is TensorFlow's per-row
+cost of parsing, shuffling and gathering; 0.3x on a loaded machine needs that work in numpy in the
+consumer's own thread, with the tf.data exit cutting the same batches (not done).
+
 Cached cartpole_like below 0.8x, prototyped (issue 21; standalone, same process as the batched raw
 read, 4 runs of 3 rounds, load 2.3-5.5): the stream 0.49x [0.42-0.50], 0.54x [0.31-0.59], 0.59x
 [0.51-0.60], 0.51x [0.42-0.51] (41-50 ns of CPU a step); per step in one thread it draws 18-19 ns
