@@ -59,6 +59,20 @@ def test_rows_inflate_no_further_than_their_declared_size():
     assert frames.CORRUPT_ROW in raised.value.message and 'steps/x' in raised.value.message
 
 
+def test_rows_of_several_decode_chunks_land_in_order_and_the_first_bad_one_is_named():
+  rows = np.random.default_rng(1).integers(0, 4, size=(3 * frames.DECODE_CHUNK_ROWS + 5,) + SHAPE,
+                                           dtype=np.uint8)
+  encoded = [isal_zlib.compress(row.tobytes()) for row in rows]
+  decode = lambda rows: frames.decode_zlib_rows(tf.constant(rows), tf.uint8, SHAPE, 'steps/x')
+  np.testing.assert_array_equal(decode(encoded).numpy(), rows)
+  first_bad = frames.DECODE_CHUNK_ROWS + 3  # In the second chunk; a later chunk's fails too.
+  for index in (first_bad, 3 * frames.DECODE_CHUNK_ROWS + 1):
+    encoded[index] = encoded[index][:-4]
+  with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+    decode(encoded)
+  assert f"b'row'\n{first_bad}\n" in raised.value.message  # Eager Assert: a line per item.
+
+
 def test_a_corrupt_frame_row_is_named_at_the_numpy_exit(tmp_path):
   directory, observations, _ = write(tmp_path, 'corrupt_frames')
   shard = next(os.path.join(directory, f) for f in os.listdir(directory) if '.tfrecord' in f)
