@@ -23,6 +23,18 @@ To compare with an earlier version (issue 17's before/after), export it (`git ar
 rlds_suite | tar -x -C DIR`) and run with PYTHONPATH=DIR from a directory outside the checkout
 (a child started with `-c` puts its working directory first on sys.path).
 
+Measured this way for b751943 (a libpng-filtered frame inflated once, then unfiltered by Pillow
+over the inflated rows, instead of inflated and then decoded again by Pillow): `--readers ours
+--rounds 1` per tree, 6 rounds alternating before/after, the default source (2x50,000 frames,
+one 27,000-step episode), median [min-max], on the shared 2-core machine at load 12-29 (others'
+busy loops): DirectRunner 1,123 [511-1,919] -> 1,481 [513-1,942] frames/s, after/before paired
+1.31 [0.27-1.98]x; `beam=False` 809 [293-1,332] -> 1,071 [786-1,555] frames/s, 1.29
+[0.62-5.30]x: the ~5% of a build that decoding was expected to save is well inside this load's
+spread. Peak memory: 714 [705-731] -> 692 [682-709] MiB with Beam, 548 -> 548 MiB without.
+Reading and decoding alone (tfrecord_episodes over 20,120 frames of one source shard, 5 rounds
+alternating, load 16-28): 1.60 [1.44-3.41]x faster, its PNG decoding 1.69 [1.55-3.53]x; one
+84x84 libpng frame 99 -> 53 us at load ~10.
+
 Where the Beam path's extra memory is (issue 17; `--readers ours --rounds 1`, load 19-24 on the 2
 shared cores, one run each): with the 27,000-step episode the process tree peaked at 706 MiB RSS /
 621 MiB PSS with Beam and 553 / 474 without (+153 RSS, +147 PSS; the 739 vs 518 quoted in the
