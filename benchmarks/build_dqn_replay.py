@@ -16,6 +16,24 @@ loaded machine): it is made of the complete 1000000 set, its four checkpoint fil
 checkpoints 0..4 with add counts 1M..5M, so episodes run on across checkpoint files (the unfinished
 episode at the end of one continues into the next's first rows); the output says so.
 
+The non-Beam builder's RSS by thirds of the run (issue 17's "flat": 5x1000000-linked, the build
+alone, the driver sampled every 0.5 s while it has pool workers, split by /proc status and
+smaps; one run each, load 12-27 on the 2 shared cores): before 5df5394, 325 / 335 / 353 MiB
+(anonymous memory 185 / 193 / 212; the anonymous mappings +26 MiB from the first third to the
+last), because dqn_replay_spans.SpanReader kept every checkpoint's four gzip streams open to the
+end, ~6 MiB of buffers each checkpoint (a 1 MiB BufferedReader, ISA-L's 512 KiB input chunk and
+inflate state per field; 4 checkpoints read past: the +23-28 MiB). It now closes a checkpoint's
+files once the spans have passed it: 269 / 276 / 283 MiB (anonymous 132 / 135 / 142; shared
+memory 99 / 100 / 100, the pool's blocks filling in the first minutes; in 24 slices of the run
+the median RSS stays within 267-287 MiB from the 4th slice on, the slices' maxima within 284-308).
+The last ~+10 MiB of anonymous memory is glibc keeping freed episode arrays (3-21 MB, allocated by
+the read-ahead thread) in its arenas between the per-shard malloc_trim: with the mmap threshold
+fixed at 1 MiB (MALLOC_MMAP_THRESHOLD_=1048576, i.e. mallopt(M_MMAP_THRESHOLD)) anonymous memory
+was 92 / 93 / 92 MiB, flat and ~40 MiB lower, but every episode's arrays are then fresh pages
+(the kernel zeroes ~7 GB per 1M rows, faults 1.7M pages): not set, as it costs the build's speed.
+What does grow with the dataset is O(shards) bookkeeping (progress.json's shard list, provenance's
+digests of written files: ~160 entries of <1 KB for 5M rows), not per episode or per row.
+
 Writes a batch_rl-style checkpoint of `--transitions` rows ((N, 84, 84) uint8 frames, int32
 actions, float32 clipped rewards, uint8 terminals, each a gzip of the .npy bytes np.save writes, at
 gzip's default level 9 as dopamine's GzipFile; episodes of 500-3,000 steps behind 3 zero padding
