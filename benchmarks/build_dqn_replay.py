@@ -30,7 +30,9 @@ The last ~+10 MiB of anonymous memory is glibc keeping freed episode arrays (3-2
 the read-ahead thread) in its arenas between the per-shard malloc_trim: with the mmap threshold
 fixed at 1 MiB (MALLOC_MMAP_THRESHOLD_=1048576, i.e. mallopt(M_MMAP_THRESHOLD)) anonymous memory
 was 92 / 93 / 92 MiB, flat and ~40 MiB lower, but every episode's arrays are then fresh pages
-(the kernel zeroes ~7 GB per 1M rows, faults 1.7M pages): not set, as it costs the build's speed.
+(the kernel zeroes ~7 GB and faults ~1.7M pages per 1M rows; its cost in build speed was not
+measured here, under load 25): not set. Other engineers' uncommitted writer changes were in the
+tree during these runs, so compare each run's thirds with each other, not base levels across runs.
 What does grow with the dataset is O(shards) bookkeeping (progress.json's shard list, provenance's
 digests of written files: ~160 entries of <1 KB for 5M rows), not per episode or per row.
 
