@@ -108,7 +108,10 @@ search, and DATASET_INDEX filled for one dataset: 225-274 vs 222-403 ns a step (
 spread that is the load's more than the code's), 293-343 vs 327-400 (d4rl_like, load 14-19;
 0.20-0.55 vs 0.23-0.49, medians 0.36 vs 0.28). What remains is TensorFlow's per-row
 cost of parsing, shuffling and gathering; 0.3x on a loaded machine needs that work in numpy in the
-consumer's own thread, with the tf.data exit cutting the same batches (not done).
+consumer's own thread, with the tf.data exit cutting the same batches (not done). The whole
+--quick run with these fills (2 rounds, load 19-28): uncached 0.08x [0.06-0.10x] the batched raw
+read (cartpole_like, 300-361 ns of CPU a step against its 30-34: NOT met) and 0.46x [0.20-0.72x]
+(d4rl_like, 428-509 ns against 72-92); uncached peak RSS 40 vs 57 MiB (1x vs 10x, one run).
 
 Cached cartpole_like below 0.8x, prototyped (issue 21; standalone, same process as the batched raw
 read, 4 runs of 3 rounds, load 2.3-5.5): the stream 0.49x [0.42-0.50], 0.54x [0.31-0.59], 0.59x
