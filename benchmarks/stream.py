@@ -691,7 +691,7 @@ def main() -> None:
   for name in rounds[0]:
     per_round = [_ratios(r[name]) for r in rounds]
     summary[name] = {k: _spread([r[k] for r in per_round]) for k in per_round[0]}
-  report = {'steps_per_s_by_round': rounds, 'peak_rss_mib': memory, 'ratios': summary}
+  report = {'steps_per_s_by_round': rounds, 'peak_rss_mib': memory or {}, 'ratios': summary}
   print(json.dumps(_rounded(report), indent=1))
   print(f'\nmedian [min..max] of {args.rounds} rounds of steps/s ratios, numpy batches in a Python '
         'loop unless marked graph (a tf.function loop over the tf.data exit); "cached" is later '
