@@ -47,8 +47,13 @@ off the writing thread), and the workers die with the builder (--rows 1000000 --
 15-24, so wall rates are ~5x below a quiet machine's and only the CPU figures compare): floor
 7.55 s CPU [7.45..7.64] (bound 132,487 rows/s); direct, builder 10.5 s [10.1..11.0] + workers
 24.5 s [24.3..24.8], bound 57,035 [56,750..57,321] rows/s: direct / floor 0.431x [0.423..0.438]
-by the 2-core bounds (before, same metric, one paired round at load ~23: builder 16.6 + workers
-25.7 s, 0.372x; after 0.463x in that run); direct-l0 (level-0 PNGs), builder 11.9 s
+by the 2-core bounds. The writer changes alone, paired against the same tree with the writer's
+files as before them (2 rounds, load 20-26): builder 12.5 s [12.3..12.7] -> 10.7 [10.6..10.8],
+workers 25.1 -> 25.2 (pickling saved, framing and checksums paid), bound 53,227 -> 55,660 rows/s
+(+4.6%); wall / floor 0.246x [0.221..0.271] -> 0.320x [0.292..0.349], as the builder's process
+gets a third of the cores under load; summed RSS 638 -> 801 MiB. (The tree at 00539e1, before
+the reader's uncopied episodes too: builder 16.6 + workers 25.7 s, 0.372x, one round.)
+direct-l0 (level-0 PNGs), builder 11.9 s
 [11.4..12.4] + workers 15.9 s [15.8..16.0], bound 72,124 [70,548..73,700]: 0.545x
 [0.526..0.563] the floor, for a 2,898 vs 2,000 MiB dataset. A bound is the most a quiet machine
 gives, never less: level 1 cannot reach the 0.5x target (the PNG deflate is ~20 of the workers'
