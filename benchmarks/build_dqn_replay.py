@@ -26,6 +26,9 @@ inflate state per field; 4 checkpoints read past: the +23-28 MiB). It now closes
 files once the spans have passed it: 269 / 276 / 283 MiB (anonymous 132 / 135 / 142; shared
 memory 99 / 100 / 100, the pool's blocks filling in the first minutes; in 24 slices of the run
 the median RSS stays within 267-287 MiB from the 4th slice on, the slices' maxima within 284-308).
+This benchmark after the change (`--sizes 5x1000000 --build_paths no_beam_build --rounds 1`,
+load 15-25): driver RSS first / middle / last third 283 / 288 / 288 MiB (was 376 / 384 / 399 in
+the run that raised it), process-tree peak 807 MiB RSS / 480 MiB PSS, 899 s.
 The last ~+10 MiB of anonymous memory is glibc keeping freed episode arrays (3-21 MB, allocated by
 the read-ahead thread) in its arenas between the per-shard malloc_trim: with the mmap threshold
 fixed at 1 MiB (MALLOC_MMAP_THRESHOLD_=1048576, i.e. mallopt(M_MMAP_THRESHOLD)) anonymous memory
