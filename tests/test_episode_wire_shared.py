@@ -148,3 +148,31 @@ def test_a_batch_larger_than_a_block_is_serialized_here_and_blocks_stay_bounded(
     assert _blocks(shared) == names
   finally:
     shared.close()
+
+
+def test_blocks_of_a_killed_builder_are_removed_by_the_next(tmp_path):
+  """A builder killed with its process group (its resource tracker too) leaves its blocks in
+  /dev/shm; the next SharedBatches unlinks them, and leaves a live builder's alone."""
+  import signal  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  script = ('import sys, time\n'
+            'from rlds_suite.tfds import episode_wire\n'
+            'block = episode_wire.SharedBatches()._take(1)\n'
+            'print(block.name, flush=True)\n'
+            'time.sleep(60)\n')
+  child = subprocess.Popen([sys.executable, '-c', script], stdout=subprocess.PIPE, text=True,
+                           start_new_session=True)
+  name = child.stdout.readline().strip()
+  assert name.startswith('rlds_suite_'), name
+  live = episode_wire.SharedBatches()
+  live_block = live._take(1)  # pylint: disable=protected-access
+  assert os.path.exists(f'/dev/shm/{name}')  # Its builder is alive: kept.
+  os.killpg(child.pid, signal.SIGKILL)
+  child.wait()
+  child.stdout.close()
+  assert os.path.exists(f'/dev/shm/{name}')  # Nobody unlinked it.
+  episode_wire.SharedBatches()
+  assert not os.path.exists(f'/dev/shm/{name}')
+  assert os.path.exists(f'/dev/shm/{live_block.name}')  # This process is alive.
+  live.close()

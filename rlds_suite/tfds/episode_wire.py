@@ -15,6 +15,8 @@ import concurrent.futures
 import ctypes
 import dataclasses
 import os
+import re
+import secrets
 import signal
 import threading
 from multiprocessing import shared_memory
@@ -110,6 +112,8 @@ def _example_pieces(plan: Sequence[Leaf], columns: Mapping[str, tuple[Any, Seque
 # --- Batches to pool workers through shared memory ---------------------------------------------
 
 _SHM_DIR = '/dev/shm'
+_BLOCK_PREFIX = 'rlds_suite_'  # Blocks are named rlds_suite_<creator's pid>_<random hex>.
+_BLOCK_NAME = re.compile(re.escape(_BLOCK_PREFIX) + r'(\d+)_[0-9a-f]+')
 _MIN_BLOCK = 16 << 20
 MAX_BLOCK = 64 << 20  # A larger batch (one long episode) is serialized by the writer instead.
 _ALIGN = 64
@@ -157,6 +161,7 @@ class SharedBatches:
     self._blocks: dict[str, shared_memory.SharedMemory] = {}
     self._free: list[str] = []
     self._lock = threading.Lock()
+    remove_orphaned_blocks()
 
   def submit(self, pool: concurrent.futures.Executor, plan: Sequence[Leaf],
              episodes: Sequence[Mapping[str, Any]]) -> 'Submitted':
@@ -233,7 +238,8 @@ class SharedBatches:
       room = os.statvfs(_SHM_DIR)
       if room.f_bavail * room.f_frsize < 2 * size:
         return None
-      block = shared_memory.SharedMemory(create=True, size=size)
+      block = shared_memory.SharedMemory(
+          name=f'{_BLOCK_PREFIX}{os.getpid()}_{secrets.token_hex(6)}', create=True, size=size)
     except OSError:
       return None
     with self._lock:
@@ -245,6 +251,38 @@ class SharedBatches:
     with self._lock:
       if name in self._blocks:
         self._free.append(name)
+
+
+def remove_orphaned_blocks(directory: str = _SHM_DIR) -> list[str]:
+  """Unlinks the blocks whose creator is no longer alive, and returns their names. A builder
+  killed with SIGKILL together with Python's resource tracker (its process group killed, as a
+  job scheduler or `kill -9 -PGID` does) cannot unlink its own: each would hold its memory until
+  the machine restarts."""
+  try:
+    names = os.listdir(directory)
+  except OSError:
+    return []
+  removed = []
+  for name in names:
+    match = _BLOCK_NAME.fullmatch(name)
+    if match is None or _alive(int(match[1])):
+      continue
+    try:
+      os.unlink(os.path.join(directory, name))
+    except OSError:
+      continue
+    removed.append(name)
+  return removed
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # Another user's live process.
+    return True
+  return True
 
 
 class Submitted:
