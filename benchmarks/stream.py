@@ -113,6 +113,19 @@ consumer's own thread, with the tf.data exit cutting the same batches (not done)
 read (cartpole_like, 300-361 ns of CPU a step against its 30-34: NOT met) and 0.46x [0.20-0.72x]
 (d4rl_like, 428-509 ns against 72-92); uncached peak RSS 40 vs 57 MiB (1x vs 10x, one run).
 
+Frames under a known load (issue 21: --quick --datasets image_like --load_procs 8, 2 rounds,
+1-minute load 10.5-13.8 with others' work): ours 1.57x [1.55-1.59x] the naive recipe (1,897-2,083
+vs 1,196-1,341 frames/s) at 0.46x its CPU per frame (96-108 vs 216-225 us), 0.85x [0.76-0.94x]
+the raw decode rate, using 0.72x the naive recipe's CPU share (0.20 vs 0.27-0.29 cores). Why the
+margin shrank under load: not stalls (the two decode threads were runnable 92% of the time), not
+the GIL (TF's own zlib inflate, no Python, got the same share), not the thread count of steady
+threads (1 to 8 busy threads got the same 0.33 cores at load 18: every session gets an equal
+share): tf.data's many short-lived threads (the naive recipe: 3-4 runnable) got 1.4-2.2x the CPU
+share of two threads each inflating a whole parse group, and both recipes' CPU per frame rises
+under load (ours ~100 -> 110-160 us). Inflating each group in 128-row chunks on a pool of threads
+(streams.frames) took ours from 1.09x [0.98-1.73x] to 1.55x [1.27-1.87x] the naive recipe (one
+process, 3 rounds alternated, load 20-27).
+
 Cached cartpole_like below 0.8x, prototyped (issue 21; standalone, same process as the batched raw
 read, 4 runs of 3 rounds, load 2.3-5.5): the stream 0.49x [0.42-0.50], 0.54x [0.31-0.59], 0.59x
 [0.51-0.60], 0.51x [0.42-0.51] (41-50 ns of CPU a step); per step in one thread it draws 18-19 ns
