@@ -224,3 +224,27 @@ def test_a_shard_that_cannot_be_completed_fails_the_build_and_is_written_again_o
   for shard in ours:
     assert (pathlib.Path(work.path, shard['file']).read_bytes() ==
             pathlib.Path(clean.path, shard['file']).read_bytes())
+
+
+def test_after_a_shard_fails_to_complete_no_later_shard_is_listed(tmp_path, monkeypatch):
+  """The completion thread's failure stays raised once the writer has seen it: were it
+  cleared, shards closed after the failed one would be completed and listed in its place, and a
+  resumed build would skip the wrong examples."""
+  work = writing.WorkDir(tmp_path / 'ds' / '1.0.0', {'test': 1})
+  shards = writing._ShardWriter(work, 'train', shard_bytes=1)  # pylint: disable=protected-access
+  fsync = os.fsync
+
+  def full_at_the_first_shard(fd):
+    if os.readlink(f'/proc/self/fd/{fd}').endswith('.train.shard-00000.tfrecord.partial'):
+      raise OSError(28, 'No space left on device')
+    fsync(fd)
+
+  monkeypatch.setattr(os, 'fsync', full_at_the_first_shard)
+  shards.write(b'first')  # Closes shard 0, whose completion fails.
+  with pytest.raises(OSError, match='No space left'):
+    shards.wait()
+  with pytest.raises(OSError, match='No space left'):
+    shards.write(b'second')
+    shards.wait()
+  assert work.progress.shards('train') == []
+  work.release()

@@ -537,9 +537,10 @@ class _ShardWriter:
     self._work.progress.save(self._work.path)
 
   def _raise_failure(self) -> None:
-    error, self._error = self._error, None
-    if error is not None:
-      raise error
+    """Raises a completion's failure, again at every later call: it stays, so that the thread
+    lists no shard after the failed one (shards closed meanwhile are still in its queue)."""
+    if self._error is not None:
+      raise self._error
 
   def drop_open_shard(self) -> None:
     """An interrupted shard is removed: the next run writes it again."""
