@@ -113,3 +113,25 @@ def test_gzip_npy_rows_read_into_a_given_array(tmp_path):
       rows.read_into(np.empty((5, 3, 2), dtype=np.int32))
     with pytest.raises(ValueError, match='at most 1000 rows'):
       rows.read_into(np.empty((1001, 2, 3), dtype=np.int32))
+
+
+@pytest.mark.parametrize('private_reader', [True, False])
+def test_gzip_stream_reads_the_same_with_or_without_isal_private_reader(
+    tmp_path, monkeypatch, private_reader):
+  """files.gzip_stream reads through isal's private _GzipReader when the release has it, and
+  through igzip.GzipFile otherwise: the same bytes, and a damaged CRC is refused either way."""
+  from rlds_suite.readers import files  # pylint: disable=g-import-not-at-top
+  assert files._ISAL_GZIP_READER is not None  # pylint: disable=protected-access
+  if not private_reader:
+    monkeypatch.setattr(files, '_ISAL_GZIP_READER', None)
+  data = np.random.default_rng(0).integers(0, 4, 3 << 20, dtype=np.uint8).tobytes()
+  path = tmp_path / 'rows.gz'
+  path.write_bytes(gzip.compress(data, 1))
+  with files.gzip_stream(path) as f:
+    assert f.read() == data
+  damaged = bytearray(path.read_bytes())
+  damaged[-8] ^= 0xFF  # The CRC-32.
+  path.write_bytes(bytes(damaged))
+  with pytest.raises(errors.CorruptFileError, match='rows.gz'):
+    with files.gzip_stream(path) as f:
+      f.read()

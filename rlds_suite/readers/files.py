@@ -159,9 +159,16 @@ def gzip_stream(path: errors.PathLike, codec: str = DEFLATE) -> io.BufferedReade
   frames; the same CRC-32 and length checks). The source is ISA-L's gzip reader itself (what
   `igzip.GzipFile` reads through), whose readinto inflates straight into the caller's buffer:
   GzipFile's (io.BufferedIOBase's) reads into a new bytes object and copies it, +50% CPU."""
-  # isal.igzip names it _GzipReader; GzipFile(mode='rb') is this reader behind a BufferedReader.
-  reader = igzip._GzipReader  # pylint: disable=protected-access
-  return _bounded(path, codec, lambda raw: reader(raw, igzip.READ_BUFFER_SIZE), _GZIP_ERRORS)
+  if _ISAL_GZIP_READER is None:
+    return _bounded(path, codec, lambda raw: igzip.GzipFile(fileobj=raw, mode='rb'), _GZIP_ERRORS)
+  return _bounded(path, codec, lambda raw: _ISAL_GZIP_READER(raw, igzip.READ_BUFFER_SIZE),
+                  _GZIP_ERRORS)
+
+
+# isal.igzip names it _GzipReader (GzipFile(mode='rb') is it behind a BufferedReader); a release
+# without it (the name is private) reads through GzipFile, one copy more.
+_ISAL_GZIP_READER = getattr(igzip, '_GzipReader', None) if hasattr(
+    igzip, 'READ_BUFFER_SIZE') else None
 
 
 def zstd_stream(path: errors.PathLike) -> io.BufferedReader:
