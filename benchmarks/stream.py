@@ -606,9 +606,11 @@ RATIOS = (
     ('ours/raw_decode', 'ours', 'raw_decode', None),
 )
 # The state targets are for state vectors; for 84x84x4 ZLIB frames: at least the naive recipe's
-# rate with no more CPU per frame, half the raw decode rate, and 10x with the cache.
-IMAGE_TARGETS = {'cached/ours': 10.0, 'ours/raw_read_batched': None, 'ours/naive': 1.0,
-                 'cached/raw_read_batched': None, 'tf_exit_graph/ours': None,
+# rate with no more CPU per frame, half the raw decode rate, and the cached stream, like every
+# cached one, 0.8x the batched raw read. (cached/ours had a 10x target while the uncached image
+# stream was 0.29x the naive recipe; now that it is faster, that ratio says little by itself.)
+IMAGE_TARGETS = {'cached/ours': None, 'ours/raw_read_batched': None, 'ours/naive': 1.0,
+                 'tf_exit_graph/ours': None,
                  'ours/raw_decode': 0.5}
 LOWER_IS_BETTER = {'cpu per step: ours/naive': 1.0}  # Met when the median is at most this.
 
