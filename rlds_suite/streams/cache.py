@@ -97,7 +97,7 @@ class DecodedCache:
 
 class RowGather:
   """Blocks of row-index units of cached datasets -> blocks of values, in one numpy `take` per
-  field from the memory-mapped columns (the block's permutation applied by the same take)."""
+  field (and dataset) from the memory-mapped columns."""
 
   def __init__(self, caches: Sequence[DecodedCache], unit_columns: dict[str, str],
                dataset_index: str):
@@ -107,34 +107,24 @@ class RowGather:
     self.spec = {path: caches[0].spec[column] for path, column in unit_columns.items()}
     self._columns: Optional[list[dict[str, np.ndarray]]] = None  # The memory maps, once opened.
 
-  def __call__(self, flat_block: dict[str, np.ndarray], order: np.ndarray) -> dict[str, np.ndarray]:
-    permuted: dict[int, np.ndarray] = {}  # Fields holding the same array are permuted once.
-
-    def permute(value):
-      if id(value) not in permuted:  # A constant (zero stride: one dataset, one epoch) is filled.
-        permuted[id(value)] = (np.full(len(value), value[0], value.dtype) if value.size and not value.strides[0]
-                               else value[order])
-      return permuted[id(value)]
-
-    dataset = permute(flat_block[self._dataset_index])
-    out = {path: permute(value) for path, value in flat_block.items()
-           if path not in self._unit_columns}
+  def __call__(self, flat_block: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A permuted block of row indices (streams.row_blocks: intp rows, fields at one offset
+    sharing an array) -> its values; its other fields (tags) as they are."""
     if self._columns is None:
       self._columns = [cache.columns() for cache in self._caches]
     columns = self._columns
-    row_indices: dict[int, np.ndarray] = {}  # As intp, once per array (take casts per call).
+    out = {path: value for path, value in flat_block.items() if path not in self._unit_columns}
+    if len(columns) == 1:
+      for path, column in self._unit_columns.items():
+        out[path] = columns[0][column].take(flat_block[path], axis=0)
+      return out
+    dataset = flat_block[self._dataset_index]
+    mine = [dataset == i for i in range(len(columns))]
     for path, column in self._unit_columns.items():
-      value = flat_block[path]
-      if id(value) not in row_indices:
-        row_indices[id(value)] = permute(value).astype(np.intp, copy=False)
-      rows = row_indices[id(value)]
-      if len(columns) == 1:
-        out[path] = columns[0][column].take(rows, axis=0)
-        continue
+      rows = flat_block[path]
       values = np.empty((len(rows), *self.spec[path].shape), self.spec[path].dtype.as_numpy_dtype)
       for i, dataset_columns in enumerate(columns):
-        mine = dataset == i
-        values[mine] = dataset_columns[column].take(rows[mine], axis=0)
+        values[mine[i]] = dataset_columns[column].take(rows[mine[i]], axis=0)
       out[path] = values
     return out
 

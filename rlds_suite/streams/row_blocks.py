@@ -42,11 +42,6 @@ class UnitTable:
   def num_units(self) -> int:
     return int(self.unit_splits[-1])
 
-  @property
-  def index_type(self) -> type:
-    """Row indices fit int32 up to 2**31 rows (half the memory and bandwidth of int64)."""
-    return np.int32 if len(self.row_starts) == 0 or self.row_starts[-1] < 2**31 - 2**20 else np.int64
-
   @classmethod
   def cut(cls, unit: Any, project: Callable[[Any], Any], spec_paths: Sequence[str],
           row_splits: np.ndarray) -> 'UnitTable':
@@ -76,9 +71,14 @@ class UnitTable:
                np.concatenate([[0], np.cumsum(unit_counts)]).astype(np.int64))
 
 
+# A block's units from several parts (datasets, passes) carry their part above this bit of their
+# row while permuted: rows stay below 2**40 (a trillion cached steps), parts below 2**22.
+_PART_SHIFT = 40
+
+
 class RowBlocks:
-  """Block index -> (block of row-index units tagged with dataset index and epoch, as flat
-  {field path: [units]} arrays, its order)."""
+  """Block index -> block of row-index units tagged with dataset index and epoch, permuted, as
+  flat {field path: [units]} arrays."""
 
   def __init__(self, tables: Sequence[UnitTable], schedule: np.ndarray, *, repeat: bool,
                stop: bool, limits: Sequence[Optional[int]], epoch_seeds: Sequence[int],
@@ -94,6 +94,9 @@ class RowBlocks:
     self._dataset_index, self._epoch = dataset_index, epoch
     self._orders: dict[tuple[int, int], np.ndarray] = {}
     for i, table in enumerate(self._tables):
+      if len(table.row_starts) and table.row_starts[-1] >= 2**_PART_SHIFT - 2**30:
+        raise ValueError(f'dataset {i}: {table.row_starts[-1]} cached rows, more than row blocks '
+                         'can index')
       if repeat and table.num_units == 0 and self._schedule[:, i].any():  # No pass to repeat.
         raise errors.EmptyInputError(f'dataset {i} has no units of this kind in its shard')
     # Units of each dataset the stream can use: all its passes (REPEAT) or one, cut to `limit`.
@@ -141,11 +144,11 @@ class RowBlocks:
                       key: (table.row_starts[order] - before[:-1], before)}
     return self._orders[key]
 
-  def _piece(self, i: int, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each unit, epochs) of dataset i's units [start, start + count)."""
-    table = self._tables[i]
-    per_epoch = table.num_units
-    rows, epochs = [], []
+  def _piece(self, i: int, start: int, count: int) -> list[tuple[np.ndarray, int]]:
+    """Dataset i's units [start, start + count), per pass they fall in: (the first row of each
+    unit, as a fresh intp array (the exit permutes it in place and indexes with it), the pass)."""
+    per_epoch = self._tables[i].num_units
+    parts = []
     while count > 0:
       epoch, offset = divmod(start, per_epoch)
       take = min(count, per_epoch - offset)
@@ -154,14 +157,11 @@ class RowBlocks:
       hi = int(np.searchsorted(before, offset + take, side='left'))
       base = np.repeat(shifts[lo:hi], np.diff(before[lo:hi + 1]))
       within = offset - int(before[lo])
-      rows.append((base[within:within + take] + np.arange(offset, offset + take)).astype(
-          table.index_type, copy=False))
-      epochs.append(np.broadcast_to(np.int64(epoch), (take,)))  # Constant: RowGather fills it.
+      rows = base[within:within + take].astype(np.intp, copy=False)
+      rows += np.arange(offset, offset + take, dtype=np.intp)
+      parts.append((rows, epoch))
       start, count = start + take, count - take
-    if not rows:
-      return np.zeros(0, self._tables[i].index_type), np.zeros(0, np.int64)
-    return (rows[0], epochs[0]) if len(rows) == 1 else (np.concatenate(rows),
-                                                        np.concatenate(epochs))
+    return parts
 
   def _counts(self, block: int, start: np.ndarray) -> np.ndarray:
     wanted = self._schedule[block % len(self._schedule)]
@@ -174,34 +174,52 @@ class RowBlocks:
       given = np.minimum(given, np.ceil(fraction * wanted.astype(np.float64)).astype(np.int64))
     return given
 
-  def __call__(self, block: int) -> tuple[dict[str, Any], np.ndarray]:
+  def __call__(self, block: int) -> dict[str, np.ndarray]:
+    """Block `block` as flat {field path: [units] cache row (intp)} plus its DATASET_INDEX and
+    EPOCH tags, in the block's order: a permutation seeded by the block, uniform over all orders
+    (numpy's Fisher-Yates, `Generator.shuffle`), applied in place to the rows themselves (as
+    `rows[permutation(n)]` with the same generator, without the index array and its take)."""
     block = int(block)
     start = self._start(block)
-    pieces = [(i, *self._piece(i, int(s), int(c)))
-              for i, (s, c) in enumerate(zip(start, self._counts(block, start)))]
-    first = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])
-    # Fields at the same offset share one array (RowGather permutes each array once).
+    parts = [(i, rows, epoch) for i, (s, c) in enumerate(zip(start, self._counts(block, start)))
+             for rows, epoch in self._piece(i, int(s), int(c))]
+    size = sum(len(rows) for _, rows, _ in parts)
+    generator = (np.random.default_rng([self._permute_seed, block])
+                 if self._permute_seed is not None else None)
+    if len(parts) == 1:  # One dataset and one pass: constant tags, only the rows permuted.
+      (dataset, first, epoch), = parts
+      if generator is not None:
+        generator.shuffle(first)
+      datasets = np.full(size, dataset, np.int32)
+      epochs = np.full(size, epoch, np.int64)
+    elif not parts:
+      first, datasets, epochs = (np.zeros(0, np.intp), np.zeros(0, np.int32),
+                                 np.zeros(0, np.int64))
+    else:  # Each unit's part in the high bits of its row, so one shuffle permutes both.
+      codes = np.concatenate([rows + (k << _PART_SHIFT) for k, (_, rows, _) in enumerate(parts)])
+      if generator is not None:
+        generator.shuffle(codes)
+      part = codes >> _PART_SHIFT
+      first = codes & ((1 << _PART_SHIFT) - 1)
+      datasets = np.array([i for i, _, _ in parts], np.int32)[part]
+      epochs = np.array([epoch for _, _, epoch in parts], np.int64)[part]
+    # Fields at the same offset share one array (RowGather takes each array's rows once).
     shifted = {0: first}
     flat: dict[str, np.ndarray] = {}
     for path, offset in self._tables[0].offsets.items():
       if offset not in shifted:
-        shifted[offset] = first + first.dtype.type(offset)
+        shifted[offset] = first + offset
       flat[path] = shifted[offset]
-    indices = [np.broadcast_to(np.int32(i), (len(units),)) for i, units, _ in pieces]
-    flat[self._dataset_index] = indices[0] if len(pieces) == 1 else np.concatenate(indices)
-    flat[self._epoch] = pieces[0][2] if len(pieces) == 1 else np.concatenate(
-        [epochs for _, _, epochs in pieces])
-    size = len(flat[self._epoch])
-    order = (np.random.default_rng([self._permute_seed, block]).permutation(size)
-             if self._permute_seed is not None else np.arange(size, dtype=np.int64))
-    return flat, order
+    flat[self._dataset_index] = datasets
+    flat[self._epoch] = epochs
+    return flat
 
   def values(self, gather: Callable[[dict, np.ndarray], dict]) -> Callable[[int], dict]:
     """Block index -> the block's flat values: its rows taken from the caches by `gather`
-    (streams.cache.RowGather), which applies the block's permutation in the same take."""
+    (streams.cache.RowGather)."""
 
     def block_values(block: int) -> dict[str, np.ndarray]:
-      return gather(*self(block))
+      return gather(self(block))
 
     return block_values
 
