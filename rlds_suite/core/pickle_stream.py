@@ -43,7 +43,8 @@ def iter_list_items(open_stream: Callable[[], IO[bytes]], *, source: str,
   `open_stream` returns the pickle stream positioned at its first opcode; it is called once: the
   first pass reads it and keeps the bytes the second pass has not run yet (about one item).
   `max_bytes` bounds what one opcode may claim and what one item may take (e.g. what the
-  compressed file can expand to). Raises UnsafePickleError for anything the restricted unpickler
+  compressed file can expand to; 1 GiB at most): a claim past it is refused before any of it
+  is read. Raises UnsafePickleError for anything the restricted unpickler
   refuses and CorruptFileError for damaged data, naming `source`.
   """
   with open_stream() as f:
@@ -394,7 +395,10 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     self._memo_count = 0
     self._stream_read = file.read
     self._scan = _Scan()
-    self._scanner = _scan(self._stream_read, self._scan, source, max_bytes,
+    # An opcode's claim is held whole until this pass runs it, so one past what may be held is
+    # refused before any of it is read: a bomb's claim costs no memory.
+    self._scanner = _scan(self._stream_read, self._scan, source,
+                          min(max_bytes or _MAX_HELD, _MAX_HELD),
                           min(self._max_bytes or _MAX_HELD, _MAX_HELD))
     self._window = _EMPTY  # The bytes read that this pass has not run yet.
     self._framed = False

@@ -16,6 +16,7 @@ dm_control's limit; it is dropped, as the ending already says how the episode en
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import pathlib
@@ -69,8 +70,7 @@ def read_trajectories(path: errors.PathLike, task: Task) -> Iterator[Trajectory]
   path = pathlib.Path(path)
   found = 0
   try:
-    for index, item in enumerate(pickle_stream.iter_list_items(lambda: files.open_gzip(path),
-                                                               source=str(path))):
+    for index, item in enumerate(_items(path)):
       found += 1
       with errors.located(path):
         yield _trajectory(index, item, task, path.name)
@@ -80,6 +80,15 @@ def read_trajectories(path: errors.PathLike, task: Task) -> Iterator[Trajectory]
     raise errors.CorruptFileError(f'cannot read: {e}', path=path) from e
   if not found:
     raise errors.EmptyInputError('the file holds no trajectory', path=path)
+
+
+def _items(path: pathlib.Path) -> Iterator[Any]:
+  """The pickled list's items, each claim bounded by what the gzip stream may still expand to:
+  a bomb's claim is refused before any of it is inflated."""
+  with files.open_gzip(path) as stream:
+    yield from pickle_stream.iter_list_items(lambda: contextlib.nullcontext(stream),
+                                             source=str(path),
+                                             max_bytes=files.expansion_left(stream))
 
 
 def _trajectory(index: int, item: Any, task: Task, file_name: str) -> Trajectory:
