@@ -26,6 +26,7 @@ import tensorflow as tf
 from rlds_suite.core import errors
 from rlds_suite.core import nested
 from rlds_suite.streams import budget
+from rlds_suite.streams import exits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,9 +154,10 @@ class RowBlocks:
       epoch, offset = divmod(start, per_epoch)
       take = min(count, per_epoch - offset)
       shifts, before = self._epoch_order(i, epoch)
-      lo = int(np.searchsorted(before, offset, side='right')) - 1
-      hi = int(np.searchsorted(before, offset + take, side='left'))
-      base = np.repeat(shifts[lo:hi], np.diff(before[lo:hi + 1]))
+      # Array methods, not np.* wrappers: a block's fixed cost is microseconds of Python.
+      lo = int(before.searchsorted(offset, side='right')) - 1
+      hi = int(before.searchsorted(offset + take, side='left'))
+      base = shifts[lo:hi].repeat(before[lo + 1:hi + 1] - before[lo:hi])
       within = offset - int(before[lo])
       rows = base[within:within + take].astype(np.intp, copy=False)
       rows += np.arange(offset, offset + take, dtype=np.intp)
@@ -214,7 +216,7 @@ class RowBlocks:
     flat[self._epoch] = epochs
     return flat
 
-  def values(self, gather: Callable[[dict, np.ndarray], dict]) -> Callable[[int], dict]:
+  def values(self, gather: Callable[[dict], dict]) -> Callable[[int], dict]:
     """Block index -> the block's flat values: its rows taken from the caches by `gather`
     (streams.cache.RowGather)."""
 
@@ -223,15 +225,15 @@ class RowBlocks:
 
     return block_values
 
-  def numpy_blocks(self, gather: Callable[[dict, np.ndarray], dict]) -> Iterator[Any]:
-    """Every block's nested values, in order (the numpy exit: no tf.data element). The exit
-    draws, gathers and cuts them in one thread ahead of the consumer (`exits.Stream`): with the
-    cores busy, more threads (blocks made two at a time) cost more CPU a step than they overlap."""
+  def numpy_blocks(self, gather: Callable[[dict], dict]) -> exits.InlineBlocks:
+    """Every block's nested values, in order (the numpy exit: no tf.data element), drawn,
+    gathered and cut in the consumer's own thread: with the cores busy, a thread ahead of it (or
+    two, making blocks two at a time) costs more CPU a step than it overlaps."""
     values = self.values(gather)
     indices = itertools.count() if self.num_blocks is None else range(self.num_blocks)
-    return (nested.unflatten_paths(values(index)) for index in indices)
+    return exits.InlineBlocks(nested.unflatten_paths(values(index)) for index in indices)
 
-  def dataset(self, gather: Callable[[dict, np.ndarray], dict],
+  def dataset(self, gather: Callable[[dict], dict],
               spec: dict[str, tf.TensorSpec]) -> tf.data.Dataset:
     """The same blocks as `numpy_blocks`, as a tf.data dataset: drawn and gathered by one numpy
     function mapped over Dataset.range (a range position is all a checkpoint saves)."""
