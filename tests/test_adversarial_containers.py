@@ -51,13 +51,20 @@ def deflate_zeros(prefix: bytes, num_blocks: int, suffix: bytes = b'') -> bytes:
   return head + block * num_blocks + compressor.compress(suffix) + compressor.flush()
 
 
-def gzip_bomb(path: pathlib.Path, prefix: bytes, num_blocks: int, suffix: bytes = b''):
-  """A gzip file of `prefix` + zeros + `suffix`. Its CRC-32 is left 0: a reader that refuses the
-  bomb never reaches it, one that inflates it all has already used the memory."""
+def gzip_bomb(path: pathlib.Path, prefix: bytes, num_blocks: int, suffix: bytes = b'', *,
+              crc: bool = False):
+  """A gzip file of `prefix` + zeros + `suffix`. Its CRC-32 is left 0 unless `crc`: a reader that
+  refuses the bomb never reaches it, one that inflates it all has already used the memory."""
   size = len(prefix) + num_blocks * BLOCK + len(suffix)
+  checksum = 0
+  if crc:
+    checksum, zeros = zlib.crc32(prefix), bytes(BLOCK)
+    for _ in range(num_blocks):
+      checksum = zlib.crc32(zeros, checksum)
+    checksum = zlib.crc32(suffix, checksum)
   path.write_bytes(b'\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff' + deflate_zeros(prefix, num_blocks,
                                                                             suffix)
-                   + struct.pack('<II', 0, size & 0xFFFFFFFF))
+                   + struct.pack('<II', checksum, size & 0xFFFFFFFF))
   return path
 
 
@@ -208,6 +215,23 @@ def test_gzip_pickle_bomb_is_refused_early(tmp_path, kind, claim_blocks):
   # unpickler reports as damage).
   assert outcome.startswith((f'SizeLimitError: {bomb}: ', f'CorruptFileError: {bomb}: ')), outcome
   assert peak < PEAK_BOUND, peak
+
+
+@pytest.mark.parametrize('kind', ['gzip_pickle', 'dm_control'])
+def test_a_claim_within_the_limit_is_held_once(tmp_path, kind):
+  # A list of one tuple: 1 MiB of random bytes (so that the 1.1 MiB file's limit, ~290 MiB,
+  # admits the rest) and a claim of 128 MiB of zeros, whose bytes were held twice: joined from
+  # the streaming unpickler's first pass's reads, and read in chunks then joined.
+  claim = 8 * BLOCK
+  head = b'\x80\x04](' + b'(B' + struct.pack('<I', 1 << 20) + np.random.default_rng(0).bytes(1 << 20)
+  path = gzip_bomb(tmp_path / 'large.pkl.gz', head + b'\x8e' + struct.pack('<Q', claim), 8, b'te.',
+                   crc=True)
+  assert claim < files.expansion_limit(path.stat().st_size, files.DEFLATE)
+  outcome, peak = read_in_child(kind, path)
+  assert outcome == ('accepted' if kind == 'gzip_pickle' else
+                     f'SchemaError: {path}: trajectory 0: expected imitation.data.types.'
+                     f'TrajectoryWithRew, got tuple'), outcome
+  assert peak < claim + PEAK_BOUND // 2, (peak, claim)
 
 
 class _EndlessZeros(io.RawIOBase):

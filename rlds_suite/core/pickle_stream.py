@@ -52,6 +52,10 @@ def iter_list_items(open_stream: Callable[[], IO[bytes]], *, source: str,
 
 
 _SCAN_CHUNK = 1 << 17  # The first pass's reads (it keeps about two).
+# It skips claims in reads this large: each is then its own mapping (glibc's largest mmap
+# threshold), given back as soon as the second pass has copied it. Freed 128 KiB reads stay in the
+# heap until all above them are freed too, so a claim's bytes were held twice while copied.
+_SKIP_READ = 32 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +168,7 @@ class _Scan:
   """What the first pass has found so far, for the second pass."""
   ends: collections.deque = dataclasses.field(default_factory=collections.deque)  # In order.
   resolved: float = 0  # Whether an opcode below this index completes an item is known.
-  kept: list = dataclasses.field(default_factory=list)  # Bytes read, not yet taken.
+  kept: collections.deque = dataclasses.field(default_factory=collections.deque)  # Reads, in order.
   held: int = 0  # Bytes read that the second pass has not run yet.
   done: bool = False
 
@@ -347,7 +351,7 @@ def _taken_apart(index: int, source: str) -> errors.SchemaError:
 def _skip(read, size: int) -> None:
   """Reads past `size` bytes in chunks; IndexError when the data ends first."""
   while size:
-    chunk = len(read(min(size, _SCAN_CHUNK)))
+    chunk = len(read(min(size, _SKIP_READ)))
     if not chunk:
       raise IndexError
     size -= chunk
@@ -378,7 +382,6 @@ def _read_lines(buf: bytes, pos: int, read, count: int) -> tuple[bytes, int, int
       return buf, after, len(buf)
 
 
-_EMPTY = io.BytesIO()
 # The most pickled bytes held at once when the stream's size and `max_bytes` allow more: items
 # whose end shows only at their batch's end (numbers, tuples, protocol 5 arrays) wait, and a
 # zip or gzip bomb of them must not fill memory.
@@ -400,33 +403,20 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     self._scanner = _scan(self._stream_read, self._scan, source,
                           min(max_bytes or _MAX_HELD, _MAX_HELD),
                           min(self._max_bytes or _MAX_HELD, _MAX_HELD))
-    self._window = _EMPTY  # The bytes read that this pass has not run yet.
-    self._framed = False
+    # This pass runs only claims the first pass read whole: each is read at once.
+    self._max_bytes = min(self._max_bytes or _MAX_HELD, _MAX_HELD)
+    # The bytes read that this pass has not run yet, read straight from the first pass's reads.
+    self._window = io.BufferedReader(_Kept(self._scan), _SCAN_CHUNK)
 
   def _more(self) -> bool:
-    """Runs the first pass one read further (once it is done, reads the stream itself) and
-    appends what it read to the window; False at the end of the stream."""
+    """Runs the first pass one read further (once it is done, reads the stream itself) into the
+    window; False at the end of the stream."""
     if self._scan.done:
       new = self._stream_read(_SCAN_CHUNK)
-      self._refill(new)
+      self._scan.kept.append(new)
       return bool(new)
     next(self._scanner, None)
-    self._refill()
     return True
-
-  def _refill(self, new: bytes = b'') -> None:
-    """The window: what this pass has not run yet, then what the first pass kept (or `new`)."""
-    scan = self._scan
-    parts = [self._window.read(), *scan.kept, new]
-    scan.kept.clear()
-    self._window = _EMPTY  # Its bytes go before the join copies them.
-    data = b''.join(parts)
-    del parts
-    self._window = io.BytesIO(data)
-    scan.held = len(data)
-    if not self._framed:
-      self.read, self.readline = self._window.read, self._window.readline
-      self.readinto = self._window.readinto
 
   def _feed_read(self, size: int) -> bytes:
     data = self._window.read(size)
@@ -443,6 +433,8 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
   def items(self) -> Iterator[Any]:
     self._file_read, self._file_readline = self._feed_read, self._feed_readline
     self._unframer = pickle._Unframer(self._feed_read, self._feed_readline)  # pylint: disable=protected-access
+    self.read, self.readline = self._window.read, self._window.readline
+    self.readinto = self._window.readinto
     self.metastack, self.stack, self.proto = [], [], 0
     self.append = self.stack.append
     dispatch = self.dispatch
@@ -456,7 +448,6 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
         if index >= resolved:  # Not yet known whether this opcode completes an item.
           while index >= scan.resolved:
             next(self._scanner, None)
-          self._refill()
           resolved, next_end = scan.resolved, ends[0] if ends else -1
         key = self.read(1)
         if not key:
@@ -492,7 +483,6 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     self._memo_count += 1
 
   def load_frame(self) -> None:
-    self._framed = True
     self.read, self.readinto, self.readline = (self._unframer.read, self._unframer.readinto,
                                                self._unframer.readline)
     super().load_frame()
@@ -517,3 +507,32 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
           isinstance(value, (bytes, bytearray)) and len(value) > _SHORT_BYTES):
         del self.memo[key]
     return item
+
+
+class _Kept(io.RawIOBase):
+  """The first pass's reads as one stream, each dropped (and no longer counted as held) once read
+  from: a large read (an opcode's claim) is filled straight from them, never joined into a
+  second copy first."""
+
+  def __init__(self, scan: _Scan):
+    super().__init__()
+    self._scan = scan
+    self._offset = 0  # Into scan.kept[0].
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer: Any) -> int:
+    view = memoryview(buffer).cast('B')
+    kept, filled = self._scan.kept, 0
+    while filled < len(view) and kept:
+      chunk = kept[0]
+      count = min(len(chunk) - self._offset, len(view) - filled)
+      view[filled:filled + count] = memoryview(chunk)[self._offset:self._offset + count]
+      filled += count
+      self._offset += count
+      if self._offset == len(chunk):
+        kept.popleft()
+        self._offset = 0
+    self._scan.held -= filled
+    return filled

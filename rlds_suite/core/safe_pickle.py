@@ -246,7 +246,7 @@ _STATE: dict[type, Callable[[Any, Any], None]] = {
 }
 # Container opcodes and the only types they may fill.
 _FILLS = {'dict': (dict, collections.OrderedDict), 'list': (list,), 'set': (set,)}
-_CHUNK = 1 << 24  # Claims above this are read in chunks, never allocated up front.
+_CHUNK = 1 << 24  # Unbounded claims above this are read in chunks, never allocated up front.
 _LENGTHS = {fmt: struct.Struct(fmt) for fmt in ('<I', '<Q', '<i')}
 _UINT32 = _LENGTHS['<I']
 
@@ -483,12 +483,14 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
 
   def _claimed(self, size: int, opcode: str, read: Optional[Callable[[int], bytes]] = None
                ) -> bytes:
-    """`size` bytes, refused before reading when more than the stream can hold."""
+    """`size` bytes, refused before reading when more than the stream can hold. Within a bound,
+    one read: a buffered stream's read makes the result once and fills it as data arrives (pages
+    untouched stay unused), where chunks joined would hold the claim twice."""
     if self._max_bytes is not None and size > self._max_bytes:
       raise errors.CorruptFileError(f'{opcode} claims {size} bytes, more than the {self._max_bytes} '
                                     f'the pickle stream can hold', path=self._source or None)
     read = read or self.read
-    if size <= _CHUNK:
+    if size <= _CHUNK or self._max_bytes is not None:
       data = read(size)
     else:
       chunks, left = [], size
