@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -211,3 +212,35 @@ def test_unit_tables_select_the_rows_the_unit_cuts():
   with pytest.raises(ValueError, match='fixed offset'):
     row_blocks.UnitTable.cut(streams.NStepTransitions(2), lambda steps: steps, paths, row_splits)
 
+
+
+def test_row_blocks_permute_every_field_by_the_blocks_seeded_permutation():
+  """A block of two datasets whose passes end inside it (parts carried in the rows' high bits
+  while the rows are shuffled in place) is the unpermuted block taken in numpy's permutation
+  seeded by the block: rows, offsets, DATASET_INDEX and EPOCH moved together."""
+  tables = [row_blocks.UnitTable({'o': 0, 'n': 1}, np.array([0, 4, 7]), np.array([0, 3, 5])),
+            row_blocks.UnitTable({'o': 0, 'n': 1}, np.array([0, 6]), np.array([0, 4, 6]))]
+  make = lambda seed: row_blocks.RowBlocks(
+      tables, np.array([[7, 6], [3, 9]]), repeat=True, stop=False, limits=[None, None],
+      epoch_seeds=[1, 2], permute_seed=seed, shuffle=True, dataset_index='d', epoch='e')
+  plain, permuted = make(None), make(11)
+  for block in range(5):
+    expected, got = plain(block), permuted(block)
+    order = np.random.default_rng([11, block]).permutation(len(expected['o']))
+    assert len(set(expected['e'].tolist())) > 1 and len(set(expected['d'].tolist())) == 2
+    for key in ('o', 'n', 'd', 'e'):
+      np.testing.assert_array_equal(got[key], expected[key][order], err_msg=key)
+    np.testing.assert_array_equal(got['n'], got['o'] + 1)
+
+
+def test_cached_numpy_exit_starts_no_thread(tmp_path):
+  """Cached row blocks are drawn, gathered and cut in the consumer's own thread: a thread ahead
+  of it cost more CPU a step than it overlapped on a shared machine."""
+  directory = streams_data.write(tmp_path, 'inline', streams_data.id_episodes(0, 5, seed=2))
+  stream = streams.stream([directory], batch_size=4, seed=0, shuffle=streams.Shuffle(2, 8),
+                          cache_dir=tmp_path / 'cache')
+  before = threading.active_count()
+  batches = streams.as_numpy(stream)
+  got = [next(batches) for _ in range(12)]
+  assert threading.active_count() == before
+  assert len({tuple(i) for b in got for i in streams_data.ids(b[fields.OBSERVATION])}) > 4
