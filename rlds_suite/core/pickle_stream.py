@@ -386,6 +386,12 @@ def _read_lines(buf: bytes, pos: int, read, count: int) -> tuple[bytes, int, int
 # whose end shows only at their batch's end (numbers, tuples, protocol 5 arrays) wait, and a
 # zip or gzip bomb of them must not fill memory.
 _MAX_HELD = 1 << 30
+# The most opcodes one item may run. Each may make an object (an empty list: ~90 bytes from one
+# byte of pickle), so a 64 KiB gzip stream of them would take gigabytes: this bounds that to
+# ~350 MiB. Real items take far fewer (arrays run ~35 each): ~50k for 500 Atari steps (3 arrays
+# a step), ~10k for a dm_control trajectory. Checked every _CHECK_EVERY opcodes.
+_MAX_ITEM_OPCODES = 1 << 22
+_CHECK_EVERY = 1 << 16
 
 
 class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
@@ -442,13 +448,19 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     ends = scan.ends
     memo_before: set = set()
     resolved, next_end = 0, -1  # Copies of scan.resolved and ends[0], taken after each wait.
+    item_start = 0  # The opcode the item being built starts at.
     try:
       index = 0
       while True:
-        if index >= resolved:  # Not yet known whether this opcode completes an item.
+        if index >= resolved:  # Not yet known whether this opcode completes an item; or a check.
+          if index - item_start > _MAX_ITEM_OPCODES:
+            raise errors.CorruptFileError(
+                f'item {self._handed} takes more than {_MAX_ITEM_OPCODES} opcodes (the most one '
+                f'item may run: each may make an object)', path=self._source)
           while index >= scan.resolved:
             next(self._scanner, None)
-          resolved, next_end = scan.resolved, ends[0] if ends else -1
+          resolved = min(scan.resolved, index + _CHECK_EVERY)
+          next_end = ends[0] if ends else -1
         key = self.read(1)
         if not key:
           raise EOFError('pickle data was truncated')
@@ -465,6 +477,7 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
           next_end = ends[0] if ends else -1
           yield self._hand_out(memo_before)
           memo_before = set(self.memo)
+          item_start = index + 1
         index += 1
     except pickle._Stop:  # pylint: disable=protected-access
       return
