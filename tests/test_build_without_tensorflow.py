@@ -7,6 +7,7 @@ The build runs in a subprocess whose import system refuses TensorFlow: this test
 imported it already.
 """
 
+import concurrent.futures
 import io
 import json
 import os
@@ -314,6 +315,32 @@ def test_pngs_of_pillow_tensorflow_and_our_writer_decode_as_decoders_do():
       pngs += [compression.png_rows(image[None], compression.PngEncoder(scanline_filter=name))[0]
                for name in compression.FILTERS]
     for png in pngs:
+      _assert_decodes_as_decoders_do(png, image)
+
+
+def test_pngs_through_the_reused_scanline_buffer_are_each_columns_own(monkeypatch):
+  # Columns of other shapes and sizes, one after another and from two threads at once, through
+  # each thread's reused buffer (or a fresh one above its size): each PNG equals the one written
+  # from a fresh buffer, and decodes to its image.
+  rng = np.random.default_rng(4)
+  columns = [rng.integers(0, 256, shape, endpoint=False).astype(dtype) for shape, dtype in (
+      ((6, 12, 10, 3), np.uint8), ((2, 5, 7, 1), np.uint8), ((4, 12, 10, 3), np.uint8),
+      ((3, 9, 4, 4), np.uint16), ((1, 12, 10, 3), np.uint8))]
+  encoder = compression.PngEncoder(scanline_filter='up')
+  monkeypatch.setattr(compression, '_REUSED_BYTES', 0)  # Every buffer fresh.
+  expected = [compression.png_rows(column, encoder) for column in columns]
+  monkeypatch.setattr(compression, '_REUSED_BYTES', 5 * 12 * 31)  # Column 0's is fresh.
+
+  def encode_all(order):
+    return [(i, [b''.join(p) for p in compression.png_parts(columns[i], encoder)]) for i in order]
+
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    runs = list(pool.map(encode_all, [range(5), range(4, -1, -1), [1, 0, 2, 0, 4, 3]]))
+  for run in runs:
+    for i, pngs in run:
+      assert pngs == expected[i]
+  for pngs, column in zip(expected, columns):
+    for png, image in zip(pngs, column):
       _assert_decodes_as_decoders_do(png, image)
 
 

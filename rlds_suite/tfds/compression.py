@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import threading
 import zlib
 
 from isal import isal_zlib
@@ -97,28 +98,53 @@ def png_rows(images: np.ndarray, encoder: PngEncoder = RECORDING) -> list[bytes]
   """`png_bytes` of each image of `images` [n, height, width, channels]: the scanlines of the
   whole column are laid out (and filtered) in numpy at once and the IHDR chunk is built once, so a
   frame costs one deflate call, one CRC and one join."""
+  return [b''.join(parts) for parts in png_parts(images, encoder)]
+
+
+def png_parts(images: np.ndarray, encoder: PngEncoder = RECORDING) -> list[tuple[bytes, ...]]:
+  """Each image's PNG file as pieces to join (header and IDAT length, deflated scanlines, CRC and
+  IEND): a writer that joins pieces anyway (a record's BytesList) copies each PNG once, not twice.
+  A column's scanlines go to a buffer that this thread reuses (up to `_REUSED_BYTES`): a fresh
+  7 MiB one per 1024 Atari frames cost its page faults every time."""
   images = np.asarray(images)
   _check_image_shape(images.shape[1:], images.dtype)
   count, height, width, channels = images.shape
   if not count:
     return []
   depth = 8 * images.dtype.itemsize
-  scanlines = np.empty((count, height, 1 + width * channels * images.dtype.itemsize), np.uint8)
+  row_bytes = 1 + width * channels * images.dtype.itemsize
+  scanlines = _scanline_buffer(count, height, row_bytes)
   scanlines[:, :, 0] = FILTERS[encoder.scanline_filter]
   raw = np.ascontiguousarray(
       images, dtype=images.dtype.newbyteorder('>')).view(np.uint8).reshape(count, height, -1)
   _filter(raw, scanlines[:, :, 1:], encoder.scanline_filter, channels * images.dtype.itemsize)
-  compress = _COMPRESSORS[encoder.library]()
+  compress, level, crc32 = _COMPRESSORS[encoder.library](), encoder.level, isal_zlib.crc32
   header = (width.to_bytes(4, 'big') + height.to_bytes(4, 'big') +
             bytes((depth, _COLOR_TYPES[channels], 0, 0, 0)))
   start = _SIGNATURE + _chunk(b'IHDR', header)
-  idat_crc = isal_zlib.crc32(b'IDAT')
+  idat_crc = crc32(b'IDAT')
+  frame = height * row_bytes
+  flat = memoryview(scanlines.reshape(-1))  # Slices of it cost less than numpy rows.
   out = []
-  for scanline in scanlines:
-    data = compress(scanline, encoder.level)
-    out.append(b''.join((start, len(data).to_bytes(4, 'big'), b'IDAT', data,
-                         isal_zlib.crc32(data, idat_crc).to_bytes(4, 'big'), _IEND)))
+  for offset in range(0, count * frame, frame):
+    data = compress(flat[offset:offset + frame], level)
+    out.append((start + len(data).to_bytes(4, 'big') + b'IDAT', data,
+                crc32(data, idat_crc).to_bytes(4, 'big') + _IEND))
   return out
+
+
+_REUSED_BYTES = 16 << 20  # Larger columns get a buffer of their own, not kept.
+_buffers = threading.local()
+
+
+def _scanline_buffer(count: int, height: int, row_bytes: int) -> np.ndarray:
+  """A [count, height, row_bytes] uint8 array, this thread's reused one where it is small."""
+  if count * height * row_bytes > _REUSED_BYTES:
+    return np.empty((count, height, row_bytes), np.uint8)
+  kept = getattr(_buffers, 'scanlines', None)
+  if kept is None or kept.size < count * height * row_bytes:
+    kept = _buffers.scanlines = np.empty(max(count * height * row_bytes, 1 << 20), np.uint8)
+  return kept[:count * height * row_bytes].reshape(count, height, row_bytes)
 
 
 def _filter(raw: np.ndarray, out: np.ndarray, name: str, pixel_bytes: int) -> None:

@@ -434,23 +434,29 @@ def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int],
   return out
 
 
-def _encoded_rows(rows: np.ndarray, kind: str, png: compression.PngEncoder) -> list[bytes]:
-  """Each row PNG- or ZLIB-encoded, ENCODE_ROWS rows at a time: the encoder's working copy of
-  the rows (PNG's filtered scanlines, as large as the frames) stays bounded for a long episode."""
-  items: list[bytes] = []
+def _encoded_rows(rows: np.ndarray, kind: str,
+                  png: compression.PngEncoder) -> list[Union[bytes, tuple[bytes, ...]]]:
+  """Each row PNG- or ZLIB-encoded (a PNG as its pieces), ENCODE_ROWS rows at a time: the
+  encoder's working copy of the rows (PNG's filtered scanlines, as large as the frames) stays
+  bounded for a long episode."""
+  items: list[Union[bytes, tuple[bytes, ...]]] = []
   for start in range(0, len(rows), ENCODE_ROWS):
     chunk = rows[start:start + ENCODE_ROWS]
-    items += compression.png_rows(chunk, png) if kind == PNG else compression.zlib_rows(chunk)
+    items += compression.png_parts(chunk, png) if kind == PNG else compression.zlib_rows(chunk)
   return items
 
 
-def _bytes_entry(key: bytes, items: Sequence[bytes]) -> list[Any]:
-  """A BytesList entry of `items` as pieces: its prefix, then each item's header and bytes."""
+def _bytes_entry(key: bytes, items: Sequence[Union[bytes, tuple[bytes, ...]]]) -> list[Any]:
+  """A BytesList entry of `items` (each bytes, or pieces to join) as pieces: its prefix, then each
+  item's header and bytes."""
   pieces: list[Any] = [b'']
   size = 0
   for item in items:
-    header = example_wire.bytes_item_header(len(item))
-    pieces += (header, item)
-    size += len(header) + len(item)
+    parts = item if isinstance(item, tuple) else (item,)
+    length = sum(map(len, parts))
+    header = example_wire.bytes_item_header(length)
+    pieces.append(header)
+    pieces += parts
+    size += len(header) + length
   pieces[0] = example_wire.entry_prefix(key, example_wire.BYTES_LIST, size)
   return pieces
