@@ -80,7 +80,7 @@ field, whatever the packing; concatenating fields by dtype or as bytes to gather
 cached ones draw a
 block's permutation (~10 ns a step: numpy's Fisher-Yates), take every field from the memory maps
 (~7 ns) and cut 256-step batches (~6 ns: a view per field and a dict per batch), in one thread
-ahead of the consumer, against ~20-25 ns for the batched raw read, which hands out 1024 episodes an
+(the consumer's own since the in-place shuffle below), against ~20-25 ns for the batched raw read, which hands out 1024 episodes an
 element (frames: as many as fit RAW_BATCH_BYTES, 15); frames are bound by ISA-L inflate (~70 us
 a frame) in two decoding threads, as many as the naive recipe's, and on a loaded machine by the
 CPU share those threads get.
@@ -165,6 +165,26 @@ rebatch. With the other engineers' uncached changes of the same afternoon (uncom
 1.46x [0.98-1.88x]), 1.12x [0.29-1.69x] (d4rl_like); cached 0.41x [0.21-0.85x] and 0.26x
 [0.11-0.27x] the batched raw read (cartpole_like; the lean bound 1.23x and 0.42x), 1.57x
 [1.21-1.64x] (d4rl_like).
+
+Cached cartpole_like, where its CPU went (issue 21; one thread, 10,240-unit blocks, load ~5): the
+block's permutation (Generator.permutation, ~11 ns a step), then taking the int32 rows in that
+order, casting them to intp and taking each tag (~10 ns more than the fields' own takes), cutting
+in a read-ahead thread (its hand-off and GIL contention: 5-16 ns of CPU a step, nothing overlapped).
+Now a block's intp rows are shuffled in place by the same generator (Generator.shuffle: the same
+draws, so the same batches bit for bit; several datasets or passes carry their part in the rows'
+high bits) and the block is drawn, taken and cut in the consumer's own thread (exits.InlineBlocks).
+Paired with the code before in one process (cached/raw_read_batched, rounds alternated): 0.56x
+[0.42-0.57x] vs 0.40x [0.27-0.46x], 34 vs 44 ns of CPU a step, the lean bound 0.99x at 18 ns (6
+rounds, load 6.2-7.4); 0.34x [0.13-0.64x] vs 0.29x [0.14-0.60x], 43 vs 55 ns, lean bound 0.75x at
+22 ns (8 rounds, load 7.0-7.7); in-consumer vs read-ahead thread alone: 0.68x [0.58-1.34x] vs 0.34x
+[0.26-1.12x], 36 vs 52 ns (6 rounds, load 3.4-3.9). What remains a step: the shuffle ~10-11 ns
+(numpy's floor: np.sort of uint64 keys 25-37 ns, two 16-bit radix argsorts 12), the takes ~6, the
+cut ~6 (9 fields), the rows ~2, Python per block ~3; the lean bound has the takes and the cut
+only. Not kept: a helper thread for the shuffle alone (0.44x vs 0.53x, 41 vs 37 ns, load 6), the
+draw and gather in a thread with the cut in the consumer (38 vs 34 ns), 2 or 4 blocks gathered and
+cut at once (41 and 46 vs 39 ns), blocks of 40,960 units (36 vs 34 ns). The CPU ratio to the lean
+bound (0.51-0.58) puts a quiet machine's 0.8x, where the bound measured 1.44x, at the margin; on
+this loaded one it is NOT met.
 """
 
 from __future__ import annotations
