@@ -386,12 +386,9 @@ def _read_lines(buf: bytes, pos: int, read, count: int) -> tuple[bytes, int, int
 # whose end shows only at their batch's end (numbers, tuples, protocol 5 arrays) wait, and a
 # zip or gzip bomb of them must not fill memory.
 _MAX_HELD = 1 << 30
-# The most opcodes one item may run. Each may make an object (an empty list: ~90 bytes from one
-# byte of pickle), so a 64 KiB gzip stream of them would take gigabytes: this bounds that to
-# ~350 MiB. Real items take far fewer (arrays run ~35 each): ~50k for 500 Atari steps (3 arrays
-# a step), ~10k for a dm_control trajectory. Checked every _CHECK_EVERY opcodes.
-_MAX_ITEM_OPCODES = 1 << 22
-_CHECK_EVERY = 1 << 16
+# One item may build what one whole-file load may (safe_pickle.MAX_BUILT, counted the same way):
+# real items run far fewer opcodes (arrays ~35 each): ~50k for 500 Atari steps (3 arrays a step),
+# ~10k for a dm_control trajectory; the longest Atari episode (27k steps) ~1.7M.
 
 
 class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
@@ -448,18 +445,16 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     ends = scan.ends
     memo_before: set = set()
     resolved, next_end = 0, -1  # Copies of scan.resolved and ends[0], taken after each wait.
-    item_start = 0  # The opcode the item being built starts at.
+    counted = 0  # The opcode up to which the item's opcodes were counted.
     try:
       index = 0
       while True:
-        if index >= resolved:  # Not yet known whether this opcode completes an item; or a check.
-          if index - item_start > _MAX_ITEM_OPCODES:
-            raise errors.CorruptFileError(
-                f'item {self._handed} takes more than {_MAX_ITEM_OPCODES} opcodes (the most one '
-                f'item may run: each may make an object)', path=self._source)
+        if index >= resolved:  # Not yet known whether this opcode completes an item; or a count.
+          self._count(index - counted)
+          counted = index
           while index >= scan.resolved:
             next(self._scanner, None)
-          resolved = min(scan.resolved, index + _CHECK_EVERY)
+          resolved = min(scan.resolved, index + safe_pickle.CHECK_EVERY)
           next_end = ends[0] if ends else -1
         key = self.read(1)
         if not key:
@@ -477,7 +472,8 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
           next_end = ends[0] if ends else -1
           yield self._hand_out(memo_before)
           memo_before = set(self.memo)
-          item_start = index + 1
+          counted = index + 1
+          self._built = self._bytes_copied = 0
         index += 1
     except pickle._Stop:  # pylint: disable=protected-access
       return
@@ -488,6 +484,9 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
     except safe_pickle.DAMAGE_ERRORS as e:
       raise errors.CorruptFileError(f'cannot unpickle: {type(e).__name__}: {e}',
                                     path=self._source) from e
+
+  def _what(self) -> str:
+    return f'item {self._handed}'
 
   def load_memoize(self) -> None:
     # MEMOIZE numbers entries by len(memo); counting them instead lets handed-out items' entries

@@ -14,7 +14,10 @@ checked one, so a pickle can only:
   * fill only plain containers (SETITEM(S) dicts, APPEND(S) lists, ADDITEMS sets);
   * claim no more bytes (BINBYTES8, BINUNICODE8, FRAME, ...) than the stream can hold: a claim is
     checked against the stream's size when known and read in chunks otherwise, never allocated
-    up front.
+    up front;
+  * build at most MAX_BUILT objects (`_count`): an opcode may make an object from one byte of
+    pickle, and a call may copy a container or bytes the load already holds, so the stream's
+    size alone bounds nothing (8 KiB of gzip: 8M empty lists, 613 MiB).
 Anything else raises UnsafePickleError before it runs; damaged data raises CorruptFileError.
 Persistent ids and extension codes are refused (no supported format uses them).
 """
@@ -247,6 +250,20 @@ _STATE: dict[type, Callable[[Any, Any], None]] = {
 # Container opcodes and the only types they may fill.
 _FILLS = {'dict': (dict, collections.OrderedDict), 'list': (list,), 'set': (set,)}
 _CHUNK = 1 << 24  # Unbounded claims above this are read in chunks, never allocated up front.
+# The most one load (pickle_stream: one item) may build: each opcode run counts one, an empty set
+# or frozenset three (~235 bytes: three empty lists' worth), and a call or BUILD that copies what
+# the load already holds counts the items it copies (`_copied`). The worst a count may cost is ~90
+# bytes (a memo entry, a set item, an empty list ~72): ~360 MiB at this cap. Real files run far
+# fewer: a MAGICAL demo ~2.7k opcodes (its arrays ~30 each, whatever their size), imitation's
+# CartPole rollouts ~1 a step (infos: one memoized dict per step; 27k for 27k steps), its fixtures'
+# infos up to ~15 a step; il-representations' Atari items ~63 a step. The cap is 4x a 1M-step
+# imitation file of the real layout, 4M steps of MAGICAL's, 1.5k of its demos.
+MAX_BUILT = 1 << 22
+CHECK_EVERY = 1 << 16  # Opcodes counted at once (the count may pass the cap by this many).
+_SET_COUNT = 3
+# Calls and BUILDs may copy twice the bytes the stream can hold (protocol 2 copies an array's data
+# twice: text to bytes, bytes to array; others, none): 1 GiB when unknown and no bound was given.
+_MAX_COPIED = 1 << 29
 _LENGTHS = {fmt: struct.Struct(fmt) for fmt in ('<I', '<Q', '<i')}
 _UINT32 = _LENGTHS['<I']
 
@@ -278,21 +295,74 @@ def stream_size(file: IO[bytes]) -> Optional[int]:
 class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-access
   """An Unpickler that resolves only allow-listed globals and gives objects only checked state.
 
-  `max_bytes` bounds what any one opcode may claim (default: the stream's size, when known).
+  `max_bytes` bounds what any one opcode may claim (default: the stream's size, when known), and
+  the bytes calls and BUILDs may copy; `max_built` what one load may build (see MAX_BUILT).
   """
 
   dispatch = dict(pickle._Unpickler.dispatch)  # pylint: disable=protected-access
 
-  def __init__(self, file: IO[bytes], *, source: str = '', max_bytes: Optional[int] = None):
+  def __init__(self, file: IO[bytes], *, source: str = '', max_bytes: Optional[int] = None,
+               max_built: Optional[int] = None):
     super().__init__(file)
     self._source = source
     bounds = [b for b in (stream_size(file), max_bytes) if b is not None]
     self._max_bytes = min(bounds) if bounds else None
+    self._max_built = MAX_BUILT if max_built is None else max_built
+    self._built = 0  # Opcodes run and objects made, counted toward max_built.
+    self._bytes_copied = 0
     self._unbuilt: dict[int, Any] = {}  # id -> dtype or array made by REDUCE, awaiting BUILD.
     self._globals: dict[tuple[bytes, bytes, bool], Any] = {}  # GLOBAL's lines -> find_class's.
 
   def _refuse(self, problem: str) -> errors.UnsafePickleError:
     return errors.UnsafePickleError(problem, path=self._source or None)
+
+  # What one load may build.
+
+  def load(self) -> Any:
+    """pickle's own load loop, counting the opcodes it runs every CHECK_EVERY."""
+    self._unframer = pickle._Unframer(self._file_read, self._file_readline)  # pylint: disable=protected-access
+    self.read, self.readinto, self.readline = (self._unframer.read, self._unframer.readinto,
+                                               self._unframer.readline)
+    self.metastack, self.stack, self.proto = [], [], 0
+    self.append = self.stack.append
+    read, dispatch = self.read, self.dispatch
+    try:
+      while True:
+        for _ in range(CHECK_EVERY):
+          key = read(1)
+          if not key:
+            raise EOFError('pickle data was truncated')
+          dispatch[key[0]](self)
+        self._count(CHECK_EVERY)
+    except pickle._Stop as stop:  # pylint: disable=protected-access
+      return stop.value
+
+  def _what(self) -> str:
+    """What the count is of, for its refusal."""
+    return 'the pickle'
+
+  def _count(self, built: int, copied: int = 0) -> None:
+    """Counts `built` opcodes or objects (and `copied` bytes copied) toward this load's caps."""
+    self._built += built
+    self._bytes_copied += copied
+    if self._built > self._max_built:
+      raise errors.CorruptFileError(
+          f'{self._what()} builds more than {self._max_built} objects (opcodes run, items copied; '
+          f'the most one load may build: each opcode may make an object)',
+          path=self._source or None)
+    if copied and self._bytes_copied > 2 * (self._max_bytes or _MAX_COPIED):
+      raise errors.CorruptFileError(
+          f'{self._what()} copies more than {2 * (self._max_bytes or _MAX_COPIED)} bytes of data '
+          f'(twice what the pickle stream can hold)', path=self._source or None)
+
+  def load_empty_set(self) -> None:
+    self.append(set())
+    self._count(_SET_COUNT - 1)
+
+  def load_frozenset(self) -> None:
+    items = self.pop_mark()  # Before self.append is read: pop_mark replaces it.
+    self.append(frozenset(items))
+    self._count(_SET_COUNT - 1)
 
   def find_class(self, module: str, name: str) -> Any:
     if self.proto < 3:  # Python 2 names, as pickle maps them.
@@ -330,6 +400,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     if type(args) is not tuple:
       raise self._refuse(f'refusing call arguments {pickled_numpy.short(args)}')
     made = make(*args)
+    self._count(*_copied(made))
     if func is np.dtype or func is pickled_numpy.new_array:  # Incomplete until their BUILD.
       self._unbuilt[id(made)] = made
     return made
@@ -369,6 +440,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
             self.memo[key] = dtype
       else:
         pickled_numpy.set_array_state(inst, state)
+        self._count(*_copied(inst))
       return
     apply = _STATE.get(type(inst))
     if apply is None:
@@ -376,6 +448,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
                          f'{pickled_numpy.short(inst)}: only this file\'s stand-in instances '
                          f'take state')
     apply(inst, state)
+    self._count(*_copied(inst))
 
   def load_stop(self) -> None:
     """STOP ends the stream: with one finished value, and nothing after it (a byte changed into
@@ -542,6 +615,23 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     unframer.current_frame = io.BytesIO(self._claimed(size, 'FRAME', self._file_read))
 
 
+def _copied(made: Any) -> tuple[int, int]:
+  """(items, bytes) a call or BUILD may have copied into `made` from objects the load holds:
+  a container's items (list(x), set(x), an object array from a list, a space's state), or the
+  bytes of bytes, text or an array that holds its own data (bytearray(x), '>f8' data)."""
+  if isinstance(made, (bytes, bytearray, str)):
+    return 0, len(made)
+  if isinstance(made, np.ndarray):
+    if not made.flags.owndata:  # A view of the pickle's own bytes.
+      return 0, 0
+    return (made.size, 0) if made.dtype.hasobject else (0, made.nbytes)
+  if isinstance(made, SpaceStandIn):
+    return len(made.state), 0
+  if isinstance(made, (list, tuple, dict, set, frozenset)):
+    return len(made), 0
+  return 0, 0
+
+
 _OPCODES = {
     pickle.REDUCE: 'load_reduce', pickle.NEWOBJ: 'load_newobj', pickle.NEWOBJ_EX: 'load_newobj_ex',
     pickle.EXT1: 'load_ext', pickle.EXT2: 'load_ext', pickle.EXT4: 'load_ext',
@@ -555,6 +645,7 @@ _OPCODES = {
     pickle.BYTEARRAY8: 'load_bytearray8', pickle.BINUNICODE: 'load_binunicode',
     pickle.BINUNICODE8: 'load_binunicode8', pickle.BINSTRING: 'load_binstring',
     pickle.LONG4: 'load_long4', pickle.FRAME: 'load_frame',
+    pickle.EMPTY_SET: 'load_empty_set', pickle.FROZENSET: 'load_frozenset',
 }
 RestrictedUnpickler.dispatch.update(
     {code[0]: getattr(RestrictedUnpickler, name) for code, name in _OPCODES.items()})
