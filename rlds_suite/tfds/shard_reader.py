@@ -37,7 +37,8 @@ _PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 _PNG_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # Colour type -> channels (palette: not here).
 _PILLOW_MODES = {1: 'L', 2: 'LA', 3: 'RGB', 4: 'RGBA'}  # Channels -> Pillow's 8-bit mode.
 _LIST_NAMES = {_BYTES_LIST: 'bytes_list', _FLOAT_LIST: 'float_list', _INT64_LIST: 'int64_list'}
-inflate_exactly = bounded_inflate.inflate_exactly  # ZLIB rows and PNG scanlines (streams/frames).
+# ZLIB rows and PNG scanlines; a name of this module, which tests patch to watch the inflating.
+inflate_exactly = bounded_inflate.inflate_exactly
 
 
 def can_read(info: tfds.core.DatasetInfo, split: Optional[str] = None) -> bool:
