@@ -142,10 +142,10 @@ def build(manual_dir: str, data_dir: str, kind: str, workers: int) -> int:
   builder = tfds.builder('dqn_replay/Pong-run1', data_dir=data_dir, beam=False)
   builder.tfds_writer = kind == 'tfds'
   builder.writer_workers = workers
-  if kind == 'direct-l0':  # Frames deflated at ISA-L level 0: faster, larger PNGs.
+  if kind in ('direct-l0', 'direct-l1'):  # Frames deflated by ISA-L level 0 or 1 per frame.
     from rlds_suite.tfds import compression  # pylint: disable=g-import-not-at-top
     from rlds_suite.tfds import episode_wire  # pylint: disable=g-import-not-at-top
-    episode_wire.png_encoder = compression.PngEncoder(level=0)
+    episode_wire.png_encoder = compression.PngEncoder(level=int(kind[-1]))
   # No Beam options: a non-Beam build needs none (building them imports Apache Beam, ~3 s).
   builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   return builder.info.splits['train'].num_examples
@@ -240,7 +240,7 @@ def main() -> None:
     if not dqn_replay_data.ready_file(args.out, rows, checkpoints).exists():
       dqn_replay_data.write_run(args.out, rows, checkpoints)
     total = rows * checkpoints
-    kinds = (list(FLOORS) + ['direct', 'direct-l0'] +
+    kinds = (list(FLOORS) + ['direct', 'direct-l1', 'direct-l0'] +
              (['tfds'] if total in args.tfds_rows else []))
     results: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for _ in range(args.rounds):
@@ -266,7 +266,7 @@ def main() -> None:
       runs = results[kind]
       print(f'  {kind:9s}: {spread([r["cpu_main"] for r in runs])} / '
             f'{spread([r["cpu_workers"] for r in runs])}; bound {spread(bounds[kind], ",.0f")}')
-    for kind in ('direct', 'direct-l0'):
+    for kind in ('direct', 'direct-l1', 'direct-l0'):
       ratios = [d / f for d, f in zip(bounds[kind], bounds['floor'])]
       print(f'  {kind} / floor, 2-core bounds: {spread(ratios)}x')
     direct = results['direct']

@@ -27,6 +27,7 @@ from rlds_suite.core import validation
 from rlds_suite.tfds import compression
 from rlds_suite.tfds import datasets
 from rlds_suite.tfds import example_wire
+from rlds_suite.tfds import png_deflate
 from rlds_suite.tfds import shard_reader
 from rlds_suite.tfds import tfrecord_files
 from rlds_suite.tfds import writing
@@ -342,6 +343,28 @@ def test_pngs_through_the_reused_scanline_buffer_are_each_columns_own(monkeypatc
   for pngs, column in zip(expected, columns):
     for png, image in zip(pngs, column):
       _assert_decodes_as_decoders_do(png, image)
+
+
+@pytest.mark.skipif(not png_deflate.available(), reason="ISA-L's C API cannot be called here")
+def test_isal_table_pngs_decode_even_where_the_table_lacks_their_symbols():
+  # The table is made from flat images; the column holds noise, ramps and 16-bit images: symbols
+  # the table never saw still decode, in TensorFlow's and Pillow's decoders alike.
+  encoder = compression.PngEncoder('isal-table', 0)
+  for image in _images():
+    if image.shape[2] == 2:  # Grey+alpha: not a channel count our writer takes.
+      continue
+    flat = np.zeros((2,) + image.shape, image.dtype)
+    column = np.stack([image, image[::-1], np.zeros_like(image)])
+    for table_images in (None, flat):
+      for png, expected in zip(
+          [b''.join(p) for p in compression.png_parts(column, encoder, table_images)], column):
+        _assert_decodes_as_decoders_do(png, expected)
+
+
+def test_isal_table_is_refused_where_isa_l_cannot_be_called(monkeypatch):
+  monkeypatch.setattr(png_deflate, 'available', lambda: False)
+  with pytest.raises(errors.InvalidValueError, match='isal-table'):
+    compression.PngEncoder('isal-table', 0)
 
 
 def test_a_filtered_png_is_inflated_once_and_not_decoded_again(monkeypatch):

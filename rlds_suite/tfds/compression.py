@@ -24,11 +24,13 @@ import dataclasses
 import importlib.util
 import threading
 import zlib
+from typing import Optional
 
 from isal import isal_zlib
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.tfds import png_deflate
 
 LEVEL = 1  # ISA-L levels are 0-3; 1 is the fastest that still matches on repeated pixels.
 
@@ -66,14 +68,17 @@ def _libdeflate():
 
 _COMPRESSORS = {'isal': lambda: isal_zlib.compress, 'libdeflate': _libdeflate,
                 'zlib': lambda: zlib.compress}
-_LEVELS = {'isal': range(0, 4), 'libdeflate': range(0, 13), 'zlib': range(0, 10)}
+# 'isal-table': ISA-L level 0 with one Huffman table per column (png_deflate).
+_LEVELS = {'isal': range(0, 4), 'libdeflate': range(0, 13), 'zlib': range(0, 10),
+           'isal-table': range(0, 1)}
 
 
 @dataclasses.dataclass(frozen=True)
 class PngEncoder:
-  """How PNG scanlines are deflated: `library` ('isal'; 'zlib'; 'libdeflate', when the `deflate`
-  package is installed, for benchmarks), its `level`, and the PNG `scanline_filter` applied to
-  every scanline ('none', 'sub' or 'up')."""
+  """How PNG scanlines are deflated: `library` ('isal'; 'isal-table', level 0 only: one Huffman
+  table per column of images, made from a few of them, see png_deflate; 'zlib'; 'libdeflate',
+  when the `deflate` package is installed, for benchmarks), its `level`, and the PNG
+  `scanline_filter` applied to every scanline ('none', 'sub' or 'up')."""
   library: str = 'isal'
   level: int = LEVEL
   scanline_filter: str = 'none'
@@ -88,10 +93,14 @@ class PngEncoder:
     if self.library == 'libdeflate' and importlib.util.find_spec('deflate') is None:
       raise errors.InvalidValueError(
           "PNG encoder: library 'libdeflate' needs the `deflate` package (pip install deflate)")
+    if self.library == 'isal-table' and not png_deflate.available():
+      raise errors.InvalidValueError(
+          "PNG encoder: library 'isal-table' needs ISA-L's C API as `isal` >= 1.7 ships it")
 
 
 RECORDING = PngEncoder()
-BUILD = PngEncoder()  # Level 1, as recordings (see the module docstring).
+# Builds: one table per column where ISA-L's C API can be called (see the module docstring).
+BUILD = PngEncoder('isal-table', 0) if png_deflate.available() else PngEncoder()
 
 
 def png_rows(images: np.ndarray, encoder: PngEncoder = RECORDING) -> list[bytes]:
@@ -101,9 +110,12 @@ def png_rows(images: np.ndarray, encoder: PngEncoder = RECORDING) -> list[bytes]
   return [b''.join(parts) for parts in png_parts(images, encoder)]
 
 
-def png_parts(images: np.ndarray, encoder: PngEncoder = RECORDING) -> list[tuple[bytes, ...]]:
+def png_parts(images: np.ndarray, encoder: PngEncoder = RECORDING,
+              table_images: Optional[np.ndarray] = None) -> list[tuple[bytes, ...]]:
   """Each image's PNG file as pieces to join (header and IDAT length, deflated scanlines, CRC and
   IEND): a writer that joins pieces anyway (a record's BytesList) copies each PNG once, not twice.
+  With 'isal-table', the Huffman table is made from `table_images` (default: `table_sample` of
+  `images`), so a long episode encoded a column at a time gets the bytes of encoding it at once.
   A column's scanlines go to a buffer that this thread reuses (up to `_REUSED_BYTES`): a fresh
   7 MiB one per 1024 Atari frames cost its page faults every time."""
   images = np.asarray(images)
@@ -111,25 +123,48 @@ def png_parts(images: np.ndarray, encoder: PngEncoder = RECORDING) -> list[tuple
   count, height, width, channels = images.shape
   if not count:
     return []
-  depth = 8 * images.dtype.itemsize
   row_bytes = 1 + width * channels * images.dtype.itemsize
-  scanlines = _scanline_buffer(count, height, row_bytes)
-  scanlines[:, :, 0] = FILTERS[encoder.scanline_filter]
-  raw = np.ascontiguousarray(
-      images, dtype=images.dtype.newbyteorder('>')).view(np.uint8).reshape(count, height, -1)
-  _filter(raw, scanlines[:, :, 1:], encoder.scanline_filter, channels * images.dtype.itemsize)
-  compress, level, crc32 = _COMPRESSORS[encoder.library](), encoder.level, isal_zlib.crc32
+  scanlines = _scanlines(images, encoder, _scanline_buffer(count, height, row_bytes))
+  level, crc32 = encoder.level, isal_zlib.crc32
   header = (width.to_bytes(4, 'big') + height.to_bytes(4, 'big') +
-            bytes((depth, _COLOR_TYPES[channels], 0, 0, 0)))
+            bytes((8 * images.dtype.itemsize, _COLOR_TYPES[channels], 0, 0, 0)))
   start = _SIGNATURE + _chunk(b'IHDR', header)
   idat_crc = crc32(b'IDAT')
   frame = height * row_bytes
-  flat = memoryview(scanlines.reshape(-1))  # Slices of it cost less than numpy rows.
+  if encoder.library == 'isal-table':
+    table = png_deflate.deflater()
+    sample = table_sample(images) if table_images is None else np.asarray(table_images)
+    table.set_table(_scanlines(sample, encoder, np.empty((len(sample),) + scanlines.shape[1:],
+                                                         np.uint8)))
+    base = scanlines.ctypes.data
+    deflated = (table.compress(base + offset, frame) for offset in range(0, count * frame, frame))
+  else:
+    compress = _COMPRESSORS[encoder.library]()
+    flat = memoryview(scanlines.reshape(-1))  # Slices of it cost less than numpy rows.
+    deflated = (compress(flat[offset:offset + frame], level)
+                for offset in range(0, count * frame, frame))
   out = []
-  for offset in range(0, count * frame, frame):
-    data = compress(flat[offset:offset + frame], level)
+  for data in deflated:
     out.append((start + len(data).to_bytes(4, 'big') + b'IDAT', data,
                 crc32(data, idat_crc).to_bytes(4, 'big') + _IEND))
+  return out
+
+
+def table_sample(images: np.ndarray) -> np.ndarray:
+  """The images whose scanlines make an 'isal-table' column's Huffman table: png_deflate.SAMPLE
+  of them, evenly spaced."""
+  count = len(images)
+  return np.asarray(images)[
+      np.linspace(0, count - 1, min(count, png_deflate.SAMPLE)).round().astype(np.int64)]
+
+
+def _scanlines(images: np.ndarray, encoder: PngEncoder, out: np.ndarray) -> np.ndarray:
+  """`out` [n, height, 1 + row bytes] filled with the images' PNG scanlines (filter byte first)."""
+  out[:, :, 0] = FILTERS[encoder.scanline_filter]
+  raw = np.ascontiguousarray(
+      images, dtype=images.dtype.newbyteorder('>')).view(np.uint8).reshape(out.shape[0],
+                                                                           out.shape[1], -1)
+  _filter(raw, out[:, :, 1:], encoder.scanline_filter, images.shape[3] * images.dtype.itemsize)
   return out
 
 

@@ -403,9 +403,9 @@ def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int],
     return [_bytes_entry(key, [item]) for item in items]
   rows = np.asarray(column, dtype=leaf.dtype) if not leaf.per_step else column
   rows = rows.reshape((int(bounds[-1]),) + tuple(leaf.shape))
-  if leaf.kind in (PNG, ZLIB):
-    items = _encoded_rows(rows, leaf.kind, png)
-    return [_bytes_entry(key, items[bounds[i]:bounds[i + 1]]) for i in range(len(lengths))]
+  if leaf.kind in (PNG, ZLIB):  # Episode by episode: a column's PNG table is its episode's.
+    return [_bytes_entry(key, _encoded_rows(rows[bounds[i]:bounds[i + 1]], leaf.kind, png))
+            for i in range(len(lengths))]
   if leaf.kind == RAW:  # One item of little-endian bytes per row, all rows' items at once.
     raw = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder('<')).reshape(len(rows), -1)
     data = raw.view(np.uint8).reshape(len(rows), -1)
@@ -438,11 +438,15 @@ def _encoded_rows(rows: np.ndarray, kind: str,
                   png: compression.PngEncoder) -> list[Union[bytes, tuple[bytes, ...]]]:
   """Each row PNG- or ZLIB-encoded (a PNG as its pieces), ENCODE_ROWS rows at a time: the
   encoder's working copy of the rows (PNG's filtered scanlines, as large as the frames) stays
-  bounded for a long episode."""
+  bounded for a long episode. Given one episode's rows, its bytes are the episode's alone,
+  whichever batch or columns it is serialized in ('isal-table' PNGs: one table per episode, made
+  from a sample of its frames)."""
   items: list[Union[bytes, tuple[bytes, ...]]] = []
+  table_images = compression.table_sample(rows) if kind == PNG and len(rows) else None
   for start in range(0, len(rows), ENCODE_ROWS):
     chunk = rows[start:start + ENCODE_ROWS]
-    items += compression.png_parts(chunk, png) if kind == PNG else compression.zlib_rows(chunk)
+    items += (compression.png_parts(chunk, png, table_images) if kind == PNG else
+              compression.zlib_rows(chunk))
   return items
 
 
