@@ -155,6 +155,15 @@ try:
   elif kind == 'npz':
     from rlds_suite.readers import files
     files.load_npz(path)
+  elif kind == 'magical':
+    from rlds_suite.readers import magical
+    magical.read_demo(path)
+  elif kind == 'imitation':
+    from rlds_suite.readers import imitation
+    imitation.load_pickle(path)
+  elif kind == 'procgen':
+    from rlds_suite.readers import ilr_procgen
+    list(ilr_procgen.read_trajectories(path))
   elif kind == 'hdf5':
     from rlds_suite.readers import hdf5
     with hdf5.open_file(path) as f:
@@ -282,6 +291,54 @@ def test_an_item_running_too_many_opcodes_is_refused(monkeypatch):
   with pytest.raises(errors.CorruptFileError, match='bomb.pkl: item 0 builds more than 50000 '
                                                     'objects'):
     list(pickle_stream.iter_list_items(lambda: io.BytesIO(bomb), source='bomb.pkl'))
+
+
+# Object bombs: one byte of pickle may make an object (and 8 KiB of gzip holds 8M such bytes), or
+# one call copy a container the load already holds. Each accepted took 613 MiB or more.
+_OBJECT_BOMBS = {
+    # 8M empty lists in one list (613 MiB accepted through files.load_gzip_pickle).
+    'lists': b'\x80\x04(' + b']' * (8 << 20) + b'l.',
+    # 4M empty dicts, each in a 1-tuple.
+    'dict_tuples': b'\x80\x04(' + b'}\x85' * (4 << 20) + b'l.',
+    # 100k copies of a list of 100k Nones, list(x) each: 80 GB from 1 MiB.
+    'copies': (b'\x80\x04(cbuiltins\nlist\n\x94](' + b'N' * 100_000 + b'e\x94' +
+               b'h\x00h\x01\x85R' * 100_000 + b'l.'),
+}
+
+
+@pytest.mark.parametrize('bomb', ['lists', 'dict_tuples'])
+@pytest.mark.parametrize('kind', ['magical', 'imitation', 'procgen'])
+def test_whole_file_object_bomb_is_refused(tmp_path, kind, bomb):
+  data = _OBJECT_BOMBS[bomb]
+  if kind == 'magical':
+    path = tmp_path / 'demo-Bomb-Demo-v0-000.pkl.gz'
+    path.write_bytes(gzip.compress(data, 9))
+    assert path.stat().st_size < 16 << 10
+  else:
+    path = tmp_path / ('demo_coinrun.pickle' if kind == 'procgen' else 'rollouts.pkl')
+    path.write_bytes(data)
+  outcome, peak = read_in_child(kind, path)
+  assert outcome == (f'CorruptFileError: {path}: the pickle builds more than '
+                     f'{safe_pickle.MAX_BUILT} objects (opcodes run, items copied; the most one '
+                     f'load may build: each opcode may make an object)'), outcome
+  assert peak < PEAK_BOUND, peak
+
+
+def test_whole_file_copy_bomb_is_refused(tmp_path):
+  path = tmp_path / 'demo_coinrun.pickle'
+  path.write_bytes(_OBJECT_BOMBS['copies'])
+  outcome, peak = read_in_child('procgen', path)
+  assert outcome.startswith(f'CorruptFileError: {path}: the pickle builds more than '), outcome
+  assert peak < PEAK_BOUND, peak
+
+
+def test_copied_bytes_are_bounded_by_the_stream():
+  # bytearray(x) of one memoized 1 MiB bytes, 64 times: copies past twice the stream's size.
+  data = (b'\x80\x04(cbuiltins\nbytearray\n\x94\x8e' + struct.pack('<Q', 1 << 20) +
+          bytes(1 << 20) + b'\x94' + b'h\x00h\x01\x85R' * 64 + b'l.')
+  with pytest.raises(errors.CorruptFileError, match=r'^copies.pkl: the pickle copies more than '
+                                                    f'{2 * len(data)} bytes'):
+    safe_pickle.load(io.BytesIO(data), source='copies.pkl')
 
 
 def test_gzip_pickle_followed_by_zeros_is_refused_early(tmp_path):

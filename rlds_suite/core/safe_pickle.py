@@ -250,17 +250,17 @@ _STATE: dict[type, Callable[[Any, Any], None]] = {
 # Container opcodes and the only types they may fill.
 _FILLS = {'dict': (dict, collections.OrderedDict), 'list': (list,), 'set': (set,)}
 _CHUNK = 1 << 24  # Unbounded claims above this are read in chunks, never allocated up front.
-# The most one load (pickle_stream: one item) may build: each opcode run counts one, an empty set
-# or frozenset three (~235 bytes: three empty lists' worth), and a call or BUILD that copies what
-# the load already holds counts the items it copies (`_copied`). The worst a count may cost is ~90
-# bytes (a memo entry, a set item, an empty list ~72): ~360 MiB at this cap. Real files run far
-# fewer: a MAGICAL demo ~2.7k opcodes (its arrays ~30 each, whatever their size), imitation's
-# CartPole rollouts ~1 a step (infos: one memoized dict per step; 27k for 27k steps), its fixtures'
-# infos up to ~15 a step; il-representations' Atari items ~63 a step. The cap is 4x a 1M-step
-# imitation file of the real layout, 4M steps of MAGICAL's, 1.5k of its demos.
+# The most one load (pickle_stream: one item) may build, counted so that one count costs at most
+# ~45 bytes: each opcode run counts one, one that makes a container or a memo entry more
+# (_MORE_BUILT: an empty list ~72 bytes counts two, an empty set ~235 six), a set's or dict's items
+# one each, and a call or BUILD that copies what the load already holds the items it copies
+# (`_copied`): ~180 MiB at this cap (measured: 2M empty lists 137 MiB, 2M empty sets 449 MiB).
+# Real files count far fewer: a MAGICAL demo ~3.5k (its arrays ~40 each, whatever their size),
+# imitation's CartPole rollouts ~1 a step (infos: a memoized dict per step; 27k for 27k steps),
+# its fixtures' infos ~20 a step; il-representations' Atari items ~80 a step. The cap is 4x a
+# 1M-step imitation file of the real layout, 1.2k MAGICAL demos.
 MAX_BUILT = 1 << 22
 CHECK_EVERY = 1 << 16  # Opcodes counted at once (the count may pass the cap by this many).
-_SET_COUNT = 3
 # Calls and BUILDs may copy twice the bytes the stream can hold (protocol 2 copies an array's data
 # twice: text to bytes, bytes to array; others, none): 1 GiB when unknown and no bound was given.
 _MAX_COPIED = 1 << 29
@@ -355,14 +355,6 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
           f'{self._what()} copies more than {2 * (self._max_bytes or _MAX_COPIED)} bytes of data '
           f'(twice what the pickle stream can hold)', path=self._source or None)
 
-  def load_empty_set(self) -> None:
-    self.append(set())
-    self._count(_SET_COUNT - 1)
-
-  def load_frozenset(self) -> None:
-    items = self.pop_mark()  # Before self.append is read: pop_mark replaces it.
-    self.append(frozenset(items))
-    self._count(_SET_COUNT - 1)
 
   def find_class(self, module: str, name: str) -> Any:
     if self.proto < 3:  # Python 2 names, as pickle maps them.
@@ -471,6 +463,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
   # Memo: objects awaiting BUILD may not be fetched again; BUILD replaces a pending dtype in it.
 
   def _memo_put(self, key: int) -> None:
+    self._built += 1
     value = self.stack[-1]
     self.memo[key] = value
     if type(value) is pickled_numpy.PendingDType:
@@ -487,6 +480,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
 
   def load_long_binput(self) -> None:  # np.savez's pickles: one after every object.
     key, = _UINT32.unpack(self.read(4))
+    self._built += 1
     value = self.memo[key] = self.stack[-1]
     if type(value) is pickled_numpy.PendingDType:
       value.memo_keys.append(key)
@@ -537,6 +531,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
   def load_setitems(self) -> None:
     items = self.pop_mark()
     target = self._target('dict')
+    self._built += len(items) // 2
     for i in range(0, len(items), 2):
       target[items[i]] = items[i + 1]
 
@@ -550,6 +545,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
 
   def load_additems(self) -> None:
     items = self.pop_mark()
+    self._built += len(items)
     self._target('set').update(items)
 
   # Lengths claimed by the file.
@@ -645,10 +641,25 @@ _OPCODES = {
     pickle.BYTEARRAY8: 'load_bytearray8', pickle.BINUNICODE: 'load_binunicode',
     pickle.BINUNICODE8: 'load_binunicode8', pickle.BINSTRING: 'load_binstring',
     pickle.LONG4: 'load_long4', pickle.FRAME: 'load_frame',
-    pickle.EMPTY_SET: 'load_empty_set', pickle.FROZENSET: 'load_frozenset',
 }
 RestrictedUnpickler.dispatch.update(
     {code[0]: getattr(RestrictedUnpickler, name) for code, name in _OPCODES.items()})
+# Opcodes that make a container, and what each counts beyond the one every opcode counts.
+_MORE_BUILT = {pickle.EMPTY_LIST: 1, pickle.EMPTY_DICT: 1, pickle.EMPTY_SET: 5,
+               pickle.FROZENSET: 5, pickle.TUPLE: 1, pickle.TUPLE1: 1, pickle.TUPLE2: 1,
+               pickle.TUPLE3: 1}
+
+
+def _counted(load_op: Callable[[Any], None], more: int) -> Callable[[Any], None]:
+  def counted(self: RestrictedUnpickler) -> None:
+    load_op(self)
+    self._built += more  # pylint: disable=protected-access
+  return counted
+
+
+RestrictedUnpickler.dispatch.update(
+    {code[0]: _counted(RestrictedUnpickler.dispatch[code[0]], more)
+     for code, more in _MORE_BUILT.items()})
 
 
 def loads(data: bytes, *, source: str = '') -> Any:
