@@ -279,10 +279,10 @@ def test_a_claim_past_what_may_be_held_is_refused_before_it_is_read():
 
 def test_an_item_running_too_many_opcodes_is_refused(monkeypatch):
   # Each opcode may make an object: 8 KiB of gzip'd EMPTY_LISTs in one item made 8M lists, ~1 GB
-  # (the stream's limit counts bytes, not objects). The cap, 4M an item (~360 MiB), is
+  # (the stream's limit counts bytes, not objects). The cap, 8M counts an item (~350 MiB), is
   # lowered here to keep the test fast; a file's items together may run more.
   from rlds_suite.core import pickle_stream  # pylint: disable=g-import-not-at-top
-  monkeypatch.setattr(safe_pickle, 'MAX_BUILT', 50_000)
+  monkeypatch.setattr(pickle_stream, '_MAX_ITEM_BUILT', 50_000)
   monkeypatch.setattr(safe_pickle, 'CHECK_EVERY', 1000)
   items = [list(range(start, start + 20_000)) for start in range(3)]
   data = pickle.dumps(items, protocol=4)

@@ -386,9 +386,11 @@ def _read_lines(buf: bytes, pos: int, read, count: int) -> tuple[bytes, int, int
 # whose end shows only at their batch's end (numbers, tuples, protocol 5 arrays) wait, and a
 # zip or gzip bomb of them must not fill memory.
 _MAX_HELD = 1 << 30
-# One item may build what one whole-file load may (safe_pickle.MAX_BUILT, counted the same way):
-# real items run far fewer opcodes (arrays ~35 each): ~50k for 500 Atari steps (3 arrays a step),
-# ~10k for a dm_control trajectory; the longest Atari episode (27k steps) ~1.7M.
+# The most one item may build, counted as a whole-file load counts (safe_pickle.MAX_BUILT): real
+# items count ~88 a step (Atari: 44k for 500 steps, 3 arrays a step), ~11k for a dm_control
+# trajectory, so the longest Atari episode (27k steps) ~2.4M: twice a whole file's cap, 3.4x that
+# (~350 MiB at worst, ~44 bytes a count).
+_MAX_ITEM_BUILT = 2 * safe_pickle.MAX_BUILT
 
 
 class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
@@ -396,7 +398,7 @@ class _StreamingUnpickler(safe_pickle.RestrictedUnpickler):
   the bytes the first pass read once it knows which of their opcodes complete an item."""
 
   def __init__(self, file: IO[bytes], *, source: str, max_bytes: Optional[int] = None):
-    super().__init__(file, source=source, max_bytes=max_bytes)
+    super().__init__(file, source=source, max_bytes=max_bytes, max_built=_MAX_ITEM_BUILT)
     self._handed = 0
     self._memo_count = 0
     self._stream_read = file.read
