@@ -255,10 +255,10 @@ _CHUNK = 1 << 24  # Unbounded claims above this are read in chunks, never alloca
 # (_MORE_BUILT: an empty list ~72 bytes counts two, an empty set ~235 six), a set's or dict's items
 # one each, and a call or BUILD that copies what the load already holds the items it copies
 # (`_copied`): ~180 MiB at this cap (measured: 2M empty lists 137 MiB, 2M empty sets 449 MiB).
-# Real files count far fewer: a MAGICAL demo ~3.5k (its arrays ~40 each, whatever their size),
-# imitation's CartPole rollouts ~1 a step (infos: a memoized dict per step; 27k for 27k steps),
-# its fixtures' infos ~20 a step; il-representations' Atari items ~80 a step. The cap is 4x a
-# 1M-step imitation file of the real layout, 1.2k MAGICAL demos.
+# Real files count far fewer: a MAGICAL demo ~3.8k (its arrays ~40 each, whatever their size),
+# imitation's CartPole rollouts' infos ~1.3 a step (a memoized dict each; 34k for 27k steps), a
+# fresh {} a step 4.3, {'TimeLimit.truncated': False} 7.3. The cap holds a 1M-step imitation
+# file with a fresh {} a step, 3.2M steps of the real layout, a thousand MAGICAL demos.
 MAX_BUILT = 1 << 22
 CHECK_EVERY = 1 << 16  # Opcodes counted at once (the count may pass the cap by this many).
 # Calls and BUILDs may copy twice the bytes the stream can hold (protocol 2 copies an array's data
@@ -612,18 +612,21 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
 
 
 def _copied(made: Any) -> tuple[int, int]:
-  """(items, bytes) a call or BUILD may have copied into `made` from objects the load holds:
-  a container's items (list(x), set(x), an object array from a list, a space's state), or the
-  bytes of bytes, text or an array that holds its own data (bytearray(x), '>f8' data)."""
+  """(counts, bytes) a call or BUILD may have copied into `made` from objects the load holds:
+  a container's items (set(x), dict(x), a space's state: one each; list(x), tuple(x), an object
+  array from a list: a pointer each, 8 bytes, one per 4), or the bytes of bytes, text or an array
+  that holds its own data (bytearray(x), '>f8' data)."""
   if isinstance(made, (bytes, bytearray, str)):
     return 0, len(made)
   if isinstance(made, np.ndarray):
     if not made.flags.owndata:  # A view of the pickle's own bytes.
       return 0, 0
-    return (made.size, 0) if made.dtype.hasobject else (0, made.nbytes)
+    return (made.size // 4, 0) if made.dtype.hasobject else (0, made.nbytes)
   if isinstance(made, SpaceStandIn):
     return len(made.state), 0
-  if isinstance(made, (list, tuple, dict, set, frozenset)):
+  if isinstance(made, (list, tuple)):
+    return len(made) // 4, 0
+  if isinstance(made, (dict, set, frozenset)):
     return len(made), 0
   return 0, 0
 
