@@ -355,7 +355,6 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
           f'{self._what()} copies more than {2 * (self._max_bytes or _MAX_COPIED)} bytes of data '
           f'(twice what the pickle stream can hold)', path=self._source or None)
 
-
   def find_class(self, module: str, name: str) -> Any:
     if self.proto < 3:  # Python 2 names, as pickle maps them.
       module, name = _compat_pickle.NAME_MAPPING.get(
