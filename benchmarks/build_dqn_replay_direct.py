@@ -15,10 +15,12 @@ process whose process tree's summed RSS is sampled every 0.1 s (workers included
           the builds' setting, episode_wire.png_encoder), still no writing: the least work that
           yields the declared output, on one core
   direct  the dqn_replay builder with beam=False: rlds_suite.tfds.writing (batch-per-field wire
-          serialization in --workers processes, resumable shards); PNG frames at ISA-L level 1
-          (compression.BUILD, as recordings)
-  direct-l0  the same, frames deflated at ISA-L level 0: the speed a 1.45x larger dataset would
-          buy (builds used level 0 for part of issue 17's work; the measurement below set it back)
+          serialization in --workers processes, resumable shards); PNG frames deflated by ISA-L
+          at level 0 with one Huffman table per episode (compression.BUILD, 'isal-table')
+  direct-l1  the same, each frame deflated at ISA-L level 1 (a table per frame: builds before
+          the per-episode table, and recordings)
+  direct-l0  the same, frames deflated at ISA-L level 0 with its default table: the speed a
+          1.45x larger dataset would buy
   tfds    the same builder with TFDS's own writer (per-example encoding, shuffle buffer), the path
           the issue measured at 1,560 rows/s; only at --tfds_rows (it takes ~10 min per 1M rows)
 Rounds alternate the kinds; medians [min..max] over rounds; ratios are paired by round. Each

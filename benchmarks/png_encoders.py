@@ -49,6 +49,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import dqn_replay_data  # pylint: disable=g-import-not-at-top
 
 from rlds_suite.tfds import compression  # pylint: disable=g-import-not-at-top
+from rlds_suite.tfds import png_deflate  # pylint: disable=g-import-not-at-top
 
 REAL_PONG = pathlib.Path('/work/shared/real_data/il_representations/native/atari-pong.npz')
 COLUMN = 1024
@@ -79,7 +80,8 @@ LIBDEFLATE = importlib.util.find_spec('deflate') is not None  # pip install defl
 DESIGNS = ([('isal', level, f) for level in (0, 1, 2, 3) for f in ('none', 'up', 'sub')] +
            [('libdeflate', level, f) for level in (1, 2, 3, 4, 6) for f in ('none', 'up', 'sub')
             if LIBDEFLATE] +
-           [('zlib', 1, f) for f in ('none', 'up')])
+           [('zlib', 1, f) for f in ('none', 'up')] +
+           [('isal-table', 0, f) for f in ('none', 'up') if png_deflate.available()])
 
 
 def encode(frames: np.ndarray, library: str, level: int, filter_name: str) -> list[bytes]:

@@ -7,11 +7,13 @@ a writer thread encodes while the environment steps.
 
 The PNG writer is the minimal standard file: IHDR, one IDAT holding every scanline, IEND. Any PNG
 decoder reads it; `tf.io.decode_png` (TFDS's `Image` decoder) returns the array exactly. A
-`PngEncoder` says how: recordings (`RECORDING`) and builds (`BUILD`) both deflate at ISA-L level 1.
-Level 0 encodes Atari frames 1.7-3x faster for PNGs 1.3-1.45x larger; once a build's own process
-stopped copying and re-reading, a level-0 DQN Replay build ran at 1.00x [0.99..1.01] the level-1
-build's rate on a quiet machine (1.19x [0.67..1.24] at load 4-6) for a 1.45x larger dataset, so
-builds keep level 1 (`benchmarks/build_dqn_replay_direct.py`'s direct-l0 line measures the trade).
+`PngEncoder` says how: recordings (`RECORDING`) deflate each frame at ISA-L level 1; builds
+(`BUILD`) at level 0 with one Huffman table per episode, made from 16 of its frames
+('isal-table', png_deflate), where ISA-L's C API can be called (else level 1): level 1 builds a
+table for every frame, ~40% of its time on 84x84 Atari frames, so the table costs 0.70x the CPU
+for PNGs 1-2% larger on the benchmark frames (12% on real Pong); plain level 0 is ~10% faster
+still but its PNGs are 1.3-1.45x larger (`benchmarks/build_dqn_replay_direct.py` measures builds
+with each).
 Both leave scanlines unfiltered: computed in numpy
 over a whole column the SUB and UP filters cost ~1 us per 84x84 frame, but on Atari frames they
 make PNGs 2-29% larger at ISA-L levels 0-1 and save under 1% with libdeflate (deflate already

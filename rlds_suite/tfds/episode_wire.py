@@ -31,8 +31,8 @@ from rlds_suite.tfds import tfrecord_files
 # How a leaf is written: packed numbers, or a BytesList with one item per row.
 FLOAT, INT, RAW, PNG, ZLIB, TEXT = 'float', 'int', 'raw', 'png', 'zlib', 'text'
 STOP_SIGNALS = ('SIGTERM', 'SIGUSR1')  # A build stops at the next example on these.
-# How builds deflate PNG frames (compression.BUILD: ISA-L level 1). Read when a batch is
-# serialized or packed for a worker, so a benchmark may set it to compare settings.
+# How builds deflate PNG frames (compression.BUILD: ISA-L, a table per episode). Read when a
+# batch is serialized or packed for a worker, so a benchmark may set it to compare settings.
 png_encoder = compression.BUILD
 ENCODE_ROWS = 1024  # Rows encoded at a time (an 84x84 frame's scanlines: 7 MiB).
 
