@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from rlds_suite.core import errors
+from rlds_suite.core import limits
 from rlds_suite.core import safe_pickle
 from rlds_suite.readers import files
 
@@ -320,8 +321,20 @@ def test_whole_file_object_bomb_is_refused(tmp_path, kind, bomb):
   outcome, peak = read_in_child(kind, path)
   assert outcome == (f'CorruptFileError: {path}: the pickle builds more than '
                      f'{safe_pickle.MAX_BUILT} objects (opcodes run, items copied; the most one '
-                     f'load may build: each opcode may make an object)'), outcome
+                     f'load may build: each opcode may make an object; to allow it, set '
+                     f'RLDS_SUITE_EXPANSION_FACTOR to a factor above 1)'), outcome
   assert peak < PEAK_BOUND, peak
+
+
+def test_the_build_cap_is_raised_by_the_expansion_factor(monkeypatch):
+  # A genuine big file past the cap (here a lowered one) loads once the user raises the factor.
+  monkeypatch.setattr(safe_pickle, 'MAX_BUILT', 100_000)  # Counted every CHECK_EVERY opcodes.
+  data = pickle.dumps([{} for _ in range(200_000)], protocol=4)
+  with pytest.raises(errors.CorruptFileError, match='^big.pkl: the pickle builds more than 100000 '
+                     r'objects .* set RLDS_SUITE_EXPANSION_FACTOR to a factor above 1\)$'):
+    safe_pickle.load(io.BytesIO(data), source='big.pkl')
+  monkeypatch.setenv(limits.EXPANSION_FACTOR_ENV, '8')
+  assert safe_pickle.load(io.BytesIO(data), source='big.pkl') == [{}] * 200_000
 
 
 def test_whole_file_copy_bomb_is_refused(tmp_path):
@@ -419,10 +432,10 @@ def test_expansion_limit_can_be_raised(tmp_path, monkeypatch):
                      f'{BLOCK + 128} bytes, past the 4.* set RLDS_SUITE_EXPANSION_FACTOR to a '
                      'factor above 1'):
     files.load_npz(bomb)
-  monkeypatch.setenv(files.EXPANSION_FACTOR_ENV, '10')
+  monkeypatch.setenv(limits.EXPANSION_FACTOR_ENV, '10')
   with pytest.raises(errors.CorruptFileError, match="small.npz: obs: .*Bad CRC-32 for file"):
     files.load_npz(bomb)  # Now read whole: the CRC-32 left 0 is what fails.
-  monkeypatch.setenv(files.EXPANSION_FACTOR_ENV, 'lots')
+  monkeypatch.setenv(limits.EXPANSION_FACTOR_ENV, 'lots')
   with pytest.raises(errors.SchemaError, match='RLDS_SUITE_EXPANSION_FACTOR: expected a number'):
     files.load_npz(bomb)
 

@@ -36,7 +36,7 @@ class CorruptFileError(NativeFormatError):
 
 class SizeLimitError(NativeFormatError):
   """Compressed data expands, or a header declares a size, beyond what the file can hold
-  (a decompression bomb, or a limit to raise: see rlds_suite.readers.files.EXPANSION_FACTOR)."""
+  (a decompression bomb, or a limit to raise: see rlds_suite.core.limits)."""
 
 
 class SchemaError(NativeFormatError):

@@ -38,6 +38,7 @@ from typing import IO, Any, Callable, Mapping, NamedTuple, Optional
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.core import limits
 from rlds_suite.core import pickled_numpy
 
 # Exceptions that mean "damaged data" when raised while a pickle is read.
@@ -296,7 +297,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
   """An Unpickler that resolves only allow-listed globals and gives objects only checked state.
 
   `max_bytes` bounds what any one opcode may claim (default: the stream's size, when known), and
-  the bytes calls and BUILDs may copy; `max_built` what one load may build (see MAX_BUILT).
+  the bytes calls and BUILDs may copy; `max_built` what one load may build (default MAX_BUILT), times core.limits.factor().
   """
 
   dispatch = dict(pickle._Unpickler.dispatch)  # pylint: disable=protected-access
@@ -307,7 +308,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     self._source = source
     bounds = [b for b in (stream_size(file), max_bytes) if b is not None]
     self._max_bytes = min(bounds) if bounds else None
-    self._max_built = MAX_BUILT if max_built is None else max_built
+    self._max_built = int((MAX_BUILT if max_built is None else max_built) * limits.factor())
     self._built = 0  # Opcodes run and objects made, counted toward max_built.
     self._bytes_copied = 0
     self._unbuilt: dict[int, Any] = {}  # id -> dtype or array made by REDUCE, awaiting BUILD.
@@ -348,7 +349,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # pylint: disable=protected-acces
     if self._built > self._max_built:
       raise errors.CorruptFileError(
           f'{self._what()} builds more than {self._max_built} objects (opcodes run, items copied; '
-          f'the most one load may build: each opcode may make an object)',
+          f'the most one load may build: each opcode may make an object; {limits.how_to_allow()})',
           path=self._source or None)
     if copied and self._bytes_copied > 2 * (self._max_bytes or _MAX_COPIED):
       raise errors.CorruptFileError(

@@ -2,7 +2,7 @@
 
 Compressed data is read as a stream that may expand to at most `expansion_limit` bytes: the
 codec's MAX_EXPANSION_RATIO times the compressed size, plus EXPANSION_FLOOR_BYTES, times
-EXPANSION_FACTOR (or the environment variable RLDS_SUITE_EXPANSION_FACTOR). A small file that
+core.limits.factor() (EXPANSION_FACTOR there, or RLDS_SUITE_EXPANSION_FACTOR). A small file that
 inflates to gigabytes (a decompression bomb) is refused with SizeLimitError once it passes the
 limit, and a read that asks for more than the limit at once is refused before anything is read,
 so memory stays bounded. The ratios, by what is held in memory:
@@ -36,13 +36,12 @@ from isal import isal_zlib
 import numpy as np
 
 from rlds_suite.core import errors
+from rlds_suite.core import limits
 from rlds_suite.core import safe_pickle
 
 DEFLATE, DEFLATE_ROWS, ZSTD = 'deflate', 'deflate_rows', 'zstd'
 MAX_EXPANSION_RATIO = {DEFLATE: 200, DEFLATE_ROWS: 1032, ZSTD: 2500}
 EXPANSION_FLOOR_BYTES = 64 << 20
-EXPANSION_FACTOR = 1.0  # Multiplies every limit; RLDS_SUITE_EXPANSION_FACTOR overrides it.
-EXPANSION_FACTOR_ENV = 'RLDS_SUITE_EXPANSION_FACTOR'
 _READ_BLOCK = 1 << 20
 _ZEROS = bytes(_READ_BLOCK)
 # Reads up to this size are served and counted; a larger one that would pass the limit is
@@ -65,13 +64,8 @@ def find_files(directory: errors.PathLike, pattern: str) -> list[pathlib.Path]:
 
 def expansion_limit(compressed_bytes: int, codec: str) -> int:
   """The most bytes `compressed_bytes` of `codec` data may expand to (see the module docstring)."""
-  setting = os.environ.get(EXPANSION_FACTOR_ENV)
-  try:
-    factor = float(setting) if setting else float(EXPANSION_FACTOR)
-  except ValueError:
-    raise errors.SchemaError(f'expected a number, got {setting!r}',
-                             field=EXPANSION_FACTOR_ENV) from None
-  return int((MAX_EXPANSION_RATIO[codec] * compressed_bytes + EXPANSION_FLOOR_BYTES) * factor)
+  return int((MAX_EXPANSION_RATIO[codec] * compressed_bytes + EXPANSION_FLOOR_BYTES) *
+             limits.factor())
 
 
 def size_limit_error(size: int, limit: int, *, path: Optional[errors.PathLike] = None,
@@ -80,9 +74,7 @@ def size_limit_error(size: int, limit: int, *, path: Optional[errors.PathLike] =
   """The error for data that expands (or declares) past `limit` bytes."""
   return errors.SizeLimitError(
       f'{what} {size} bytes, past the {limit}-byte limit derived from the compressed size '
-      f'(a decompression bomb? to allow it, set {EXPANSION_FACTOR_ENV} to a factor above '
-      f'{float(os.environ.get(EXPANSION_FACTOR_ENV) or EXPANSION_FACTOR):g})', path=path,
-      field=field)
+      f'(a decompression bomb? {limits.how_to_allow()})', path=path, field=field)
 
 
 class _BoundedStream(io.RawIOBase):
