@@ -31,6 +31,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import errors
 from rlds_suite.core import nested
 from rlds_suite.streams import budget
+from rlds_suite.streams import iterator_exit
 from rlds_suite.streams import reading
 
 FORMAT_VERSION = 1
@@ -87,6 +88,7 @@ class DecodedCache:
   def read_group(self, episodes: tf.Tensor) -> tuple[dict[str, Any], tf.Tensor]:
     """`read` inside a tf.data map: ({field: [N, ...]} nested steps, [k + 1] row splits)."""
     dtypes = [s.dtype for s in self.spec.values()] + [tf.int64]
+    iterator_exit.release_at_exit()  # A read in flight at exit would hang it otherwise.
     *steps, row_splits = tf.numpy_function(functools.partial(_flat_read, self), [episodes],
                                            dtypes, stateful=False)
     for value, spec in zip(steps, self.spec.values()):

@@ -28,6 +28,7 @@ from rlds_suite.core import errors
 from rlds_suite.core import nested
 from rlds_suite.streams import budget
 from rlds_suite.streams import exits
+from rlds_suite.streams import iterator_exit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +241,7 @@ class RowBlocks:
     function mapped over Dataset.range (a range position is all a checkpoint saves)."""
     paths = list(spec)
     values = self.values(gather)
+    iterator_exit.release_at_exit()  # A block drawn in flight at exit would hang it otherwise.
     indices = tf.data.Dataset.range(
         np.iinfo(np.int64).max if self.num_blocks is None else self.num_blocks)
 
