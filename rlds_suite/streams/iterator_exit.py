@@ -4,8 +4,9 @@ cannot hang.
 An iterator still referenced at exit (a global `it = iter(stream.dataset)`, an unfinished
 `as_numpy` loop) is otherwise destroyed while Python finalizes its modules. Its destructor cancels
 the pipeline and waits for the map calls in flight, and a call running a Python function
-(`tf.numpy_function`: a stream's ZLIB frame decode, a cached stream's block draw or read) never returns: once finalization has
-begun, Python ends every other thread that takes the GIL, that call's TensorFlow thread included,
+(`tf.numpy_function`: a stream's ZLIB frame decode, a cached stream's block draw or read) then
+never returns: once finalization has begun, Python ends every other thread that takes the GIL,
+that call's TensorFlow thread included,
 so the destructor waits forever (seen with image streams at both exits, and with a bare
 `Dataset.map(numpy_function)`). An atexit handler runs before finalization, while those threads
 can still take the GIL: it drops each live iterator's resource, whose destructor (run with the GIL
