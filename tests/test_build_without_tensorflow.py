@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from rlds_suite.core import errors
 from rlds_suite.core import validation
+from rlds_suite.readers import bounded_inflate
 from rlds_suite.tfds import compression
 from rlds_suite.tfds import datasets
 from rlds_suite.tfds import example_wire
@@ -208,16 +209,16 @@ def test_varints_decode_what_the_writer_encodes():
 def test_zlib_rows_and_png_scanlines_inflate_no_further_than_their_declared_size(monkeypatch):
   from isal import isal_zlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   row = np.arange(84 * 84, dtype=np.uint8).reshape(84, 84)
-  assert (shard_reader.inflate_exactly(isal_zlib.compress(row.tobytes()), row.nbytes) ==
+  assert (bounded_inflate.inflate_exactly(isal_zlib.compress(row.tobytes()), row.nbytes) ==
           row.tobytes())
   bomb = isal_zlib.compress(bytes(256 << 20))  # 256 MiB of zeros in ~250 KiB.
   with pytest.raises(ValueError, match=f'more than {row.nbytes + 1} bytes, expected {row.nbytes}'):
-    shard_reader.inflate_exactly(bomb, row.nbytes)
+    bounded_inflate.inflate_exactly(bomb, row.nbytes)
   with pytest.raises(ValueError, match='expected'):
-    shard_reader.inflate_exactly(isal_zlib.compress(row.tobytes()[:-1]), row.nbytes)
+    bounded_inflate.inflate_exactly(isal_zlib.compress(row.tobytes()[:-1]), row.nbytes)
   # A PNG whose header claims more rows than the feature declares is refused before inflating.
   tall = compression.png_bytes(np.zeros((4096, 84, 1), np.uint8))
-  monkeypatch.setattr(shard_reader, 'inflate_exactly',
+  monkeypatch.setattr(bounded_inflate, 'inflate_exactly',
                       lambda *_: pytest.fail('inflated a wrong-sized PNG'))
   with pytest.raises(ValueError, match=r'PNG of shape \[4096, 84, 1\], expected \[84, 84, 1\]'):
     shard_reader.decode_png(tall, (84, 84, 1), np.dtype(np.uint8))
@@ -373,9 +374,9 @@ def test_a_filtered_png_is_inflated_once_and_not_decoded_again(monkeypatch):
   image = np.random.default_rng(3).integers(0, 256, (30, 20, 3)).astype(np.uint8)
   image[10:] = image[:1]
   png = tf.io.encode_png(image).numpy()
-  inflate = shard_reader.inflate_exactly
+  inflate = bounded_inflate.inflate_exactly
   calls = []
-  monkeypatch.setattr(shard_reader, 'inflate_exactly', lambda *a: calls.append(1) or inflate(*a))
+  monkeypatch.setattr(bounded_inflate, 'inflate_exactly', lambda *a: calls.append(1) or inflate(*a))
   monkeypatch.setattr(shard_reader, '_other_png',
                       lambda *_: pytest.fail('decoded the PNG a second time'))
   np.testing.assert_array_equal(shard_reader.decode_png(png, image.shape), image)

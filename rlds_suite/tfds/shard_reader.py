@@ -37,8 +37,6 @@ _PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 _PNG_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # Colour type -> channels (palette: not here).
 _PILLOW_MODES = {1: 'L', 2: 'LA', 3: 'RGB', 4: 'RGBA'}  # Channels -> Pillow's 8-bit mode.
 _LIST_NAMES = {_BYTES_LIST: 'bytes_list', _FLOAT_LIST: 'float_list', _INT64_LIST: 'int64_list'}
-# ZLIB rows and PNG scanlines; a name of this module, which tests patch to watch the inflating.
-inflate_exactly = bounded_inflate.inflate_exactly
 
 
 def can_read(info: tfds.core.DatasetInfo, split: Optional[str] = None) -> bool:
@@ -144,7 +142,7 @@ def _decode_leaf(leaf: episode_wire.Leaf, feature: Optional[tuple[int, memoryvie
       values = decode_pngs(items, leaf.shape, dtype)
     else:
       row_bytes = int(np.prod(leaf.shape, dtype=np.int64)) * dtype.itemsize
-      data = b''.join(inflate_exactly(item, row_bytes) for item in items) if (
+      data = b''.join(bounded_inflate.inflate_exactly(item, row_bytes) for item in items) if (
           leaf.kind == episode_wire.ZLIB) else b''.join(items)
       values = np.frombuffer(data, dtype.newbyteorder('<')).astype(dtype)
   shape = ((-1,) if leaf.per_step else ()) + leaf.shape
@@ -308,7 +306,8 @@ def _own_png(data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> Optional[n
   if (height, width) != tuple(shape[:2]):
     raise ValueError(f'PNG of shape {[height, width, channels]}, expected {list(shape)}')
   row_bytes = 1 + width * channels * dtype.itemsize
-  scanlines = np.frombuffer(inflate_exactly(b''.join(idat), height * row_bytes), np.uint8)
+  scanlines = np.frombuffer(
+      bounded_inflate.inflate_exactly(b''.join(idat), height * row_bytes), np.uint8)
   return _pixels(scanlines.reshape(height, row_bytes), tuple(shape), dtype)
 
 
