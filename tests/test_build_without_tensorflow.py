@@ -368,6 +368,18 @@ def test_isal_table_is_refused_where_isa_l_cannot_be_called(monkeypatch):
     compression.PngEncoder('isal-table', 0)
 
 
+@pytest.mark.parametrize('version', ['2.25.0', '3.0.0', 'unknown'])
+def test_isa_l_is_not_called_outside_the_versions_whose_layout_is_declared(monkeypatch, version):
+  # ctypes writes the stream's fields at the offsets declared for ISA-L 2.26-2.x: another layout
+  # would have ISA-L read and write elsewhere, so no call is made there.
+  monkeypatch.setattr(png_deflate.isal, 'ISAL_VERSION', version)
+  png_deflate._library.cache_clear()  # pylint: disable=protected-access
+  try:
+    assert png_deflate._library() is None  # pylint: disable=protected-access
+  finally:
+    png_deflate._library.cache_clear()  # pylint: disable=protected-access
+
+
 def test_a_filtered_png_is_inflated_once_and_not_decoded_again(monkeypatch):
   # libpng's rows (tf.io.encode_png: Paeth, Average, ...) as RL Unplugged's frames: ISA-L inflates
   # the IDAT once; no decoder reads the file a second time.

@@ -30,6 +30,7 @@ import numpy as np
 
 SAMPLE = 16  # Frames of a column (evenly spaced) whose histogram makes its table.
 _MIN_VERSION = (2, 26)  # isal_zstream with hist_bits, as declared below.
+_END_VERSION = (3, 0)  # A new major version may change the struct's layout: not called there.
 _ZLIB = 3  # IGZIP_ZLIB: zlib header and Adler-32 trailer.
 _STATE_BYTES = 1 << 20  # Room for the stream's internal state (~90 KB in ISA-L 2.3x).
 
@@ -111,7 +112,7 @@ def available() -> bool:
 def _library() -> Optional[ctypes.CDLL]:
   version = getattr(isal, 'ISAL_VERSION', '')
   try:
-    if tuple(int(part) for part in version.split('.')[:2]) < _MIN_VERSION:
+    if not _MIN_VERSION <= tuple(int(part) for part in version.split('.')[:2]) < _END_VERSION:
       return None
     library = ctypes.CDLL(isal_zlib.__file__)
     for name in ('isal_update_histogram', 'isal_create_hufftables', 'isal_deflate_stateless_init',
