@@ -68,6 +68,26 @@ def test_shards_hashed_as_written_match_their_bytes_and_a_changed_one_is_read_ag
                                      'sha256': hashlib.sha256(changed).hexdigest()}
 
 
+def test_digests_remembered_are_bounded_and_a_forgotten_file_is_read_again(tmp_path, monkeypatch):
+  # A long-lived writer (the creator) must not keep one digest per file it ever wrote.
+  monkeypatch.setattr(provenance, '_written', {})
+  monkeypatch.setattr(provenance, '_MAX_REMEMBERED', 2)
+  paths = [tmp_path / f'shard{i}.tfrecord' for i in range(3)]
+  for i, path in enumerate(paths):
+    writer = tfrecord_files.RecordWriter(path)
+    writer.write(bytes([i]) * 100)
+    writer.close()
+  assert len(provenance._written) == 2  # pylint: disable=protected-access
+  read = []
+  monkeypatch.setattr(provenance, 'open', lambda path, mode: read.append(path) or open(path, mode),
+                      raising=False)
+  for path in paths:
+    data = path.read_bytes()
+    assert provenance.digest(path, trust_written=True) == {
+        'size': len(data), 'sha256': hashlib.sha256(data).hexdigest()}
+  assert read == [paths[0]]  # The oldest was forgotten and hashed from disk; the others were not.
+
+
 def test_verify_passes_then_names_changed_files(built, capsys):
   builder, manual_dir = built
   directory = str(builder.data_dir)

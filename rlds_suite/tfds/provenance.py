@@ -30,8 +30,11 @@ _CHUNK = 1 << 20
 
 # Digests taken by this process of the files it wrote (tfrecord_files.RecordWriter), by the file's
 # identity: device, inode, size and modification time (kept by the renames and hard links that
-# place a shard; a later change of the file changes them).
+# place a shard; a later change of the file changes them). At most _MAX_REMEMBERED, the oldest
+# forgotten first (a forgotten file is read again): a long-lived process, such as the creator
+# recording for days, writes files without end.
 _written: dict[tuple[int, int, int, int], dict[str, Any]] = {}
+_MAX_REMEMBERED = 1 << 16  # ~200 B each.
 
 
 def _identity(path: errors.PathLike) -> tuple[int, int, int, int]:
@@ -43,6 +46,8 @@ def remember(path: errors.PathLike, written: dict[str, Any]) -> None:
   """Records the digest of a file this process has just written and closed, taken from the bytes
   as they were written: `write` uses it instead of reading the file again."""
   _written[_identity(path)] = dict(written)
+  while len(_written) > _MAX_REMEMBERED:
+    del _written[next(iter(_written))]
 
 
 def digest(path: errors.PathLike, trust_written: bool = False) -> dict[str, Any]:
