@@ -334,7 +334,7 @@ def test_pngs_through_the_reused_scanline_buffer_are_each_columns_own(monkeypatc
   monkeypatch.setattr(compression, '_REUSED_BYTES', 5 * 12 * 31)  # Column 0's is fresh.
 
   def encode_all(order):
-    return [(i, [b''.join(p) for p in compression.png_parts(columns[i], encoder)]) for i in order]
+    return [(i, compression.png_rows(columns[i], encoder)) for i in order]
 
   with concurrent.futures.ThreadPoolExecutor(2) as pool:
     runs = list(pool.map(encode_all, [range(5), range(4, -1, -1), [1, 0, 2, 0, 4, 3]]))
@@ -357,9 +357,64 @@ def test_isal_table_pngs_decode_even_where_the_table_lacks_their_symbols():
     flat = np.zeros((2,) + image.shape, image.dtype)
     column = np.stack([image, image[::-1], np.zeros_like(image)])
     for table_images in (None, flat):
-      for png, expected in zip(
-          [b''.join(p) for p in compression.png_parts(column, encoder, table_images)], column):
+      for png, expected in zip(compression.png_rows(column, encoder, table_images), column):
         _assert_decodes_as_decoders_do(png, expected)
+
+
+def _png_item_columns() -> list[np.ndarray]:
+  """Columns whose PNGs are long and short: a 12x10 black frame's PNG is under 128 bytes, so its
+  BytesList item header is a byte shorter than the room left for the longest (stored) stream."""
+  rng = np.random.default_rng(5)
+  noise = rng.integers(0, 256, (12, 10, 1), endpoint=False).astype(np.uint8)
+  black = np.zeros((12, 10, 1), np.uint8)
+  ramp = (np.add.outer(np.arange(12), np.arange(10)) * 9 % 256).astype(np.uint8)[:, :, None]
+  return [np.stack([noise, black, ramp, black, noise]), np.stack([black]),
+          rng.integers(0, 256, (3, 20, 30, 3), endpoint=False).astype(np.uint8)]
+
+
+@pytest.mark.parametrize('encoder', [compression.BUILD, compression.RECORDING,
+                                     compression.PngEncoder('zlib', 6, 'up')],
+                         ids=['build', 'recording', 'zlib-up'])
+def test_png_items_parse_as_a_bytes_list_of_the_png_files(encoder):
+  # The items a record takes in one piece: a BytesList message of each image's PNG file, equal to
+  # png_rows' files, short headers and long ones alike.
+  for column in _png_item_columns():
+    data, bounds = compression.png_items(column, encoder, None, example_wire.bytes_item_header)
+    assert bounds[0] == 0 and bounds[-1] == len(data) and len(bounds) == len(column) + 1
+    pngs = compression.png_rows(column, encoder)
+    assert list(tf.train.BytesList.FromString(data).value) == pngs
+    for png, image in zip(pngs, column):
+      _assert_decodes_as_decoders_do(png, image)
+  assert len(compression.png_rows(np.zeros((1, 12, 10, 1), np.uint8), compression.BUILD)[0]) < 128
+  assert compression.png_items(np.zeros((0, 12, 10, 1), np.uint8)) == (b'', [0])
+
+
+def test_png_items_make_room_for_streams_longer_than_stored_blocks(monkeypatch):
+  # A compressor may return more than ISA-L's stored-block bound (a stored block per 8 bytes
+  # here): the buffer grows and every file stays whole.
+  def padded(data, level):
+    stream = zlib.compressobj(level)
+    data = bytes(data)
+    return b''.join(stream.compress(data[i:i + 8]) + stream.flush(zlib.Z_FULL_FLUSH)
+                    for i in range(0, len(data), 8)) + stream.flush()
+
+  monkeypatch.setitem(compression._COMPRESSORS, 'zlib', lambda: padded)  # pylint: disable=protected-access
+  for column in _png_item_columns():
+    data, bounds = compression.png_items(column, compression.PngEncoder('zlib', 0), None,
+                                         example_wire.bytes_item_header)
+    pngs = list(tf.train.BytesList.FromString(data).value)
+    assert len(pngs) == len(column)
+    for png, image in zip(pngs, column):
+      assert len(png) > png_deflate.stored_bound(image[:, :, 0].size + len(image)) + 57
+      _assert_decodes_as_decoders_do(png, image)
+
+
+@pytest.mark.skipif(not png_deflate.available(), reason="ISA-L's C API cannot be called here")
+def test_isal_table_frames_that_do_not_fit_are_deflated_at_level_1(monkeypatch):
+  monkeypatch.setattr(png_deflate.TableDeflater, 'compress_into', lambda *args: -1)
+  for column in _png_item_columns():
+    expected = compression.png_rows(column, compression.PngEncoder('isal', 1))
+    assert compression.png_rows(column, compression.PngEncoder('isal-table', 0)) == expected
 
 
 def test_isal_table_is_refused_where_isa_l_cannot_be_called(monkeypatch):

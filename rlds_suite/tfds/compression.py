@@ -22,11 +22,13 @@ matches the rows above and runs of equal pixels); benchmarks/png_encoders.py has
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import importlib.util
+import struct
 import threading
 import zlib
-from typing import Optional
+from typing import Callable, Optional
 
 from isal import isal_zlib
 import numpy as np
@@ -41,6 +43,9 @@ _COLOR_TYPES = {1: 0, 3: 2, 4: 6}  # channels -> grey, RGB, RGBA (what TFDS's Im
 # PNG scanline filter types (the byte before each scanline) this writer computes.
 FILTERS = {'none': 0, 'sub': 1, 'up': 2}
 _IEND = b'\x00\x00\x00\x00IEND\xaeB`\x82'
+_PNG_HEAD = struct.Struct('>33sI4s')  # Signature and IHDR, then the IDAT chunk's length and type.
+_PNG_TAIL = struct.Struct('>I12s')  # The IDAT chunk's CRC, then IEND.
+_PNG_BYTES = _PNG_HEAD.size + _PNG_TAIL.size  # A file's bytes besides its zlib stream.
 
 
 def zlib_bytes(array: np.ndarray) -> bytes:
@@ -105,51 +110,80 @@ RECORDING = PngEncoder()
 BUILD = PngEncoder('isal-table', 0) if png_deflate.available() else PngEncoder()
 
 
-def png_rows(images: np.ndarray, encoder: PngEncoder = RECORDING) -> list[bytes]:
-  """`png_bytes` of each image of `images` [n, height, width, channels]: the scanlines of the
-  whole column are laid out (and filtered) in numpy at once and the IHDR chunk is built once, so a
-  frame costs one deflate call, one CRC and one join."""
-  return [b''.join(parts) for parts in png_parts(images, encoder)]
+def png_rows(images: np.ndarray, encoder: PngEncoder = RECORDING,
+             table_images: Optional[np.ndarray] = None) -> list[bytes]:
+  """`png_bytes` of each image of `images` [n, height, width, channels] (see `png_items`)."""
+  data, bounds = png_items(images, encoder, table_images)
+  return [data[start:end] for start, end in zip(bounds, bounds[1:])]
 
 
-def png_parts(images: np.ndarray, encoder: PngEncoder = RECORDING,
-              table_images: Optional[np.ndarray] = None) -> list[tuple[bytes, ...]]:
-  """Each image's PNG file as pieces to join (header and IDAT length, deflated scanlines, CRC and
-  IEND): a writer that joins pieces anyway (a record's BytesList) copies each PNG once, not twice.
-  With 'isal-table', the Huffman table is made from `table_images` (default: `table_sample` of
-  `images`), so a long episode encoded a column at a time gets the bytes of encoding it at once.
-  A column's scanlines go to a buffer that this thread reuses (up to `_REUSED_BYTES`): a fresh
-  7 MiB one per 1024 Atari frames cost its page faults every time."""
+def png_items(images: np.ndarray, encoder: PngEncoder = RECORDING,
+              table_images: Optional[np.ndarray] = None,
+              item_header: Optional[Callable[[int], bytes]] = None) -> tuple[bytes, list[int]]:
+  """Each image's PNG file, back to back in one bytes object, and where each begins (and the last
+  ends). With `item_header`, each file follows `item_header(its length)`: e.g. the items of a
+  BytesList message, which a record takes as one piece (pieces per frame, each its own bytes
+  object, cost a build's workers ~4 us a frame).
+
+  The scanlines of the whole column are laid out (and filtered) in numpy at once, in a buffer
+  this thread reuses (up to `_REUSED_BYTES`: a fresh 7 MiB one per 1024 Atari frames cost its page
+  faults every time), and the files are written in place into another: 'isal-table' deflates
+  each frame straight to its place in its file. With 'isal-table', the Huffman table is made from
+  `table_images` (default: `table_sample` of `images`), so a long episode encoded a column at a
+  time gets the bytes of encoding it at once."""
   images = np.asarray(images)
   _check_image_shape(images.shape[1:], images.dtype)
   count, height, width, channels = images.shape
   if not count:
-    return []
+    return b'', [0]
   row_bytes = 1 + width * channels * images.dtype.itemsize
-  scanlines = _scanlines(images, encoder, _scanline_buffer(count, height, row_bytes))
-  level, crc32 = encoder.level, isal_zlib.crc32
+  frame = height * row_bytes
+  scanlines = _scanlines(images, encoder, _reused('scanlines', count * frame).reshape(
+      count, height, row_bytes))
   header = (width.to_bytes(4, 'big') + height.to_bytes(4, 'big') +
             bytes((8 * images.dtype.itemsize, _COLOR_TYPES[channels], 0, 0, 0)))
   start = _SIGNATURE + _chunk(b'IHDR', header)
-  idat_crc = crc32(b'IDAT')
-  frame = height * row_bytes
-  if encoder.library == 'isal-table':
+  idat_crc = isal_zlib.crc32(b'IDAT')
+  deflate_into = None  # 'isal-table': deflates a frame to its place (else `compress` returns it).
+  if encoder.library != 'isal-table':
+    compress, level = _COMPRESSORS[encoder.library](), encoder.level
+  else:
     table = png_deflate.deflater()
     sample = table_sample(images) if table_images is None else np.asarray(table_images)
     table.set_table(_scanlines(sample, encoder, np.empty((len(sample),) + scanlines.shape[1:],
                                                          np.uint8)))
-    base = scanlines.ctypes.data
-    deflated = (table.compress(base + offset, frame) for offset in range(0, count * frame, frame))
-  else:
-    compress = _COMPRESSORS[encoder.library]()
-    flat = memoryview(scanlines.reshape(-1))  # Slices of it cost less than numpy rows.
-    deflated = (compress(flat[offset:offset + frame], level)
-                for offset in range(0, count * frame, frame))
-  out = []
-  for data in deflated:
-    out.append((start + len(data).to_bytes(4, 'big') + b'IDAT', data,
-                crc32(data, idat_crc).to_bytes(4, 'big') + _IEND))
-  return out
+    deflate_into = table.compress_into
+    compress, level = isal_zlib.compress, 1  # Where a frame's stream does not fit.
+  bound = png_deflate.stored_bound(frame)
+  # Room before each deflated frame: its item header at the largest length, and the PNG's head.
+  before = (len(item_header(bound + _PNG_BYTES)) if item_header else 0) + _PNG_HEAD.size
+  slot = before + bound + _PNG_TAIL.size
+  out = _reused('png', count * slot)  # Room for what is left stays >= a slot per frame left.
+  view, address = memoryview(out), out.ctypes.data
+  flat, base = memoryview(scanlines.reshape(-1)), scanlines.ctypes.data
+  crc32, bounds, pos = isal_zlib.crc32, [0], 0
+  for offset in range(0, count * frame, frame):
+    at = pos + before
+    length = deflate_into(base + offset, frame, address + at, bound) if deflate_into else -1
+    if length < 0:
+      data = compress(flat[offset:offset + frame], level)
+      length = len(data)
+      if at + length + (count - len(bounds) + 1) * slot > len(out):  # Over the stored bound.
+        out, view, address = _grown(out, at + length + (count - len(bounds) + 1) * slot)
+      view[at:at + length] = data
+    item = item_header(length + _PNG_BYTES) if item_header else b''
+    head = pos + len(item)
+    if head + _PNG_HEAD.size != at:  # A shorter header than the room left for it (or longer).
+      if head + length + (count - len(bounds) + 1) * slot > len(out):
+        out, view, address = _grown(out, head + length + (count - len(bounds) + 1) * slot)
+      ctypes.memmove(address + head + _PNG_HEAD.size, address + at, length)
+      at = head + _PNG_HEAD.size
+    view[pos:head] = item
+    _PNG_HEAD.pack_into(out, head, start, length, b'IDAT')
+    _PNG_TAIL.pack_into(out, at + length, crc32(view[at:at + length], idat_crc), _IEND)
+    pos = at + length + _PNG_TAIL.size
+    bounds.append(pos)
+  return bytes(view[:pos]), bounds
 
 
 def table_sample(images: np.ndarray) -> np.ndarray:
@@ -170,18 +204,26 @@ def _scanlines(images: np.ndarray, encoder: PngEncoder, out: np.ndarray) -> np.n
   return out
 
 
-_REUSED_BYTES = 16 << 20  # Larger columns get a buffer of their own, not kept.
+_REUSED_BYTES = 16 << 20  # Larger columns get buffers of their own, not kept.
 _buffers = threading.local()
 
 
-def _scanline_buffer(count: int, height: int, row_bytes: int) -> np.ndarray:
-  """A [count, height, row_bytes] uint8 array, this thread's reused one where it is small."""
-  if count * height * row_bytes > _REUSED_BYTES:
-    return np.empty((count, height, row_bytes), np.uint8)
-  kept = getattr(_buffers, 'scanlines', None)
-  if kept is None or kept.size < count * height * row_bytes:
-    kept = _buffers.scanlines = np.empty(max(count * height * row_bytes, 1 << 20), np.uint8)
-  return kept[:count * height * row_bytes].reshape(count, height, row_bytes)
+def _reused(name: str, size: int) -> np.ndarray:
+  """`size` uint8 bytes: this thread's reused buffer `name` where it is small, else a fresh one."""
+  if size > _REUSED_BYTES:
+    return np.empty(size, np.uint8)
+  kept = getattr(_buffers, name, None)
+  if kept is None or kept.size < size:
+    kept = np.empty(max(size, 1 << 20), np.uint8)
+    setattr(_buffers, name, kept)
+  return kept[:size]
+
+
+def _grown(out: np.ndarray, size: int) -> tuple[np.ndarray, memoryview, int]:
+  """A fresh buffer of `size` bytes starting with `out`'s; a view of it and its address."""
+  grown = np.empty(size, np.uint8)
+  grown[:len(out)] = out
+  return grown, memoryview(grown), grown.ctypes.data
 
 
 def _filter(raw: np.ndarray, out: np.ndarray, name: str, pixel_bytes: int) -> None:

@@ -55,6 +55,7 @@ def worker_init(writer: Optional[int] = None) -> None:
   for name in STOP_SIGNALS:
     signal.signal(getattr(signal, name), signal.SIG_IGN)
   _die_with_parent(writer)
+  _keep_freed_heap()
 
 
 _PR_SET_PDEATHSIG = 1
@@ -71,6 +72,23 @@ def _die_with_parent(parent: Optional[int]) -> None:
   prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
   if parent is not None and os.getppid() != parent:  # It died before the call above.
     os._exit(1)  # pylint: disable=protected-access
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h).
+_HEAP_KEPT = 32 << 20  # glibc's largest mmap threshold (64-bit).
+
+
+def _keep_freed_heap() -> bool:
+  """Has glibc serve a worker's large buffers (a batch's records and PNG items, a few MiB each)
+  from memory it freed before, not from fresh mappings: each fresh page was faulted and cleared by
+  the kernel, ~1 us of a worker's ~14 per DQN Replay frame. A worker keeps what a batch needs,
+  up to _HEAP_KEPT more. Whether glibc took it."""
+  try:
+    mallopt = ctypes.CDLL(None).mallopt
+  except (OSError, AttributeError):  # Not glibc.
+    return False
+  mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+  return bool(mallopt(_M_MMAP_THRESHOLD, _HEAP_KEPT) and mallopt(_M_TRIM_THRESHOLD, 2 * _HEAP_KEPT))
 
 
 def ready() -> int:
@@ -403,8 +421,11 @@ def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int],
     return [_bytes_entry(key, [item]) for item in items]
   rows = np.asarray(column, dtype=leaf.dtype) if not leaf.per_step else column
   rows = rows.reshape((int(bounds[-1]),) + tuple(leaf.shape))
-  if leaf.kind in (PNG, ZLIB):  # Episode by episode: a column's PNG table is its episode's.
-    return [_bytes_entry(key, _encoded_rows(rows[bounds[i]:bounds[i + 1]], leaf.kind, png))
+  if leaf.kind == PNG:  # Episode by episode: a column's PNG table is its episode's.
+    return [_items_entry(key, _png_items(rows[bounds[i]:bounds[i + 1]], png))
+            for i in range(len(lengths))]
+  if leaf.kind == ZLIB:
+    return [_bytes_entry(key, _zlib_items(rows[bounds[i]:bounds[i + 1]]))
             for i in range(len(lengths))]
   if leaf.kind == RAW:  # One item of little-endian bytes per row, all rows' items at once.
     raw = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder('<')).reshape(len(rows), -1)
@@ -434,33 +455,36 @@ def _entries(leaf: Leaf, key: bytes, column: Any, lengths: Sequence[int],
   return out
 
 
-def _encoded_rows(rows: np.ndarray, kind: str,
-                  png: compression.PngEncoder) -> list[Union[bytes, tuple[bytes, ...]]]:
-  """Each row PNG- or ZLIB-encoded (a PNG as its pieces), ENCODE_ROWS rows at a time: the
-  encoder's working copy of the rows (PNG's filtered scanlines, as large as the frames) stays
-  bounded for a long episode. Given one episode's rows, its bytes are the episode's alone,
-  whichever batch or columns it is serialized in ('isal-table' PNGs: one table per episode, made
-  from a sample of its frames)."""
-  items: list[Union[bytes, tuple[bytes, ...]]] = []
-  table_images = compression.table_sample(rows) if kind == PNG and len(rows) else None
-  for start in range(0, len(rows), ENCODE_ROWS):
-    chunk = rows[start:start + ENCODE_ROWS]
-    items += (compression.png_parts(chunk, png, table_images) if kind == PNG else
-              compression.zlib_rows(chunk))
-  return items
+def _png_items(rows: np.ndarray, png: compression.PngEncoder) -> list[bytes]:
+  """Each row's PNG as a BytesList item (compression.png_items), ENCODE_ROWS rows at a time: the
+  encoder's working copy of the rows (PNG's scanlines, as large as the frames) stays bounded for a
+  long episode. Given one episode's rows, its bytes are the episode's alone, whichever batch or
+  columns it is serialized in ('isal-table' PNGs: one table per episode, made from a sample of its
+  frames)."""
+  table_images = compression.table_sample(rows) if len(rows) else None
+  return [compression.png_items(rows[start:start + ENCODE_ROWS], png, table_images,
+                                example_wire.bytes_item_header)[0]
+          for start in range(0, len(rows), ENCODE_ROWS)]
 
 
-def _bytes_entry(key: bytes, items: Sequence[Union[bytes, tuple[bytes, ...]]]) -> list[Any]:
-  """A BytesList entry of `items` (each bytes, or pieces to join) as pieces: its prefix, then each
-  item's header and bytes."""
+def _zlib_items(rows: np.ndarray) -> list[bytes]:
+  """Each row ZLIB-encoded, ENCODE_ROWS rows at a time (a bounded contiguous copy of them)."""
+  return [item for start in range(0, len(rows), ENCODE_ROWS)
+          for item in compression.zlib_rows(rows[start:start + ENCODE_ROWS])]
+
+
+def _items_entry(key: bytes, items: Sequence[bytes]) -> list[Any]:
+  """A BytesList entry of items already framed (each piece of `items` is items back to back)."""
+  return [example_wire.entry_prefix(key, example_wire.BYTES_LIST, sum(map(len, items))), *items]
+
+
+def _bytes_entry(key: bytes, items: Sequence[bytes]) -> list[Any]:
+  """A BytesList entry of `items` as pieces: its prefix, then each item's header and bytes."""
   pieces: list[Any] = [b'']
   size = 0
   for item in items:
-    parts = item if isinstance(item, tuple) else (item,)
-    length = sum(map(len, parts))
-    header = example_wire.bytes_item_header(length)
-    pieces.append(header)
-    pieces += parts
-    size += len(header) + length
+    header = example_wire.bytes_item_header(len(item))
+    pieces += (header, item)
+    size += len(header) + len(item)
   pieces[0] = example_wire.entry_prefix(key, example_wire.BYTES_LIST, size)
   return pieces
