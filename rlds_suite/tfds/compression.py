@@ -159,8 +159,9 @@ def png_items(images: np.ndarray, encoder: PngEncoder = RECORDING,
   before = (len(item_header(bound + _PNG_BYTES)) if item_header else 0) + _PNG_HEAD.size
   slot = before + bound + _PNG_TAIL.size
   out = _reused('png', count * slot)  # Room for what is left stays >= a slot per frame left.
-  view, address = memoryview(out), out.ctypes.data
-  flat, base = memoryview(scanlines.reshape(-1)), scanlines.ctypes.data
+  view = memoryview(out)
+  address, base = (out.ctypes.data, scanlines.ctypes.data) if deflate_into else (0, 0)
+  flat = memoryview(scanlines.reshape(-1))
   crc32, bounds, pos = isal_zlib.crc32, [0], 0
   for offset in range(0, count * frame, frame):
     at = pos + before
@@ -168,14 +169,16 @@ def png_items(images: np.ndarray, encoder: PngEncoder = RECORDING,
     if length < 0:
       data = compress(flat[offset:offset + frame], level)
       length = len(data)
-      if at + length + (count - len(bounds) + 1) * slot > len(out):  # Over the stored bound.
-        out, view, address = _grown(out, at + length + (count - len(bounds) + 1) * slot)
+      if at + length + _PNG_TAIL.size + (count - len(bounds)) * slot > len(out):
+        out, view = _grown(out, at + length + (count - len(bounds) + 1) * slot)  # Over the bound.
+        address = out.ctypes.data
       view[at:at + length] = data
     item = item_header(length + _PNG_BYTES) if item_header else b''
     head = pos + len(item)
     if head + _PNG_HEAD.size != at:  # A shorter header than the room left for it (or longer).
-      if head + length + (count - len(bounds) + 1) * slot > len(out):
-        out, view, address = _grown(out, head + length + (count - len(bounds) + 1) * slot)
+      if head + _PNG_BYTES + length + (count - len(bounds)) * slot > len(out):
+        out, view = _grown(out, head + length + (count - len(bounds) + 1) * slot)
+      address = out.ctypes.data
       ctypes.memmove(address + head + _PNG_HEAD.size, address + at, length)
       at = head + _PNG_HEAD.size
     view[pos:head] = item
@@ -219,11 +222,11 @@ def _reused(name: str, size: int) -> np.ndarray:
   return kept[:size]
 
 
-def _grown(out: np.ndarray, size: int) -> tuple[np.ndarray, memoryview, int]:
-  """A fresh buffer of `size` bytes starting with `out`'s; a view of it and its address."""
+def _grown(out: np.ndarray, size: int) -> tuple[np.ndarray, memoryview]:
+  """A fresh buffer of `size` bytes starting with `out`'s, and a view of it."""
   grown = np.empty(size, np.uint8)
   grown[:len(out)] = out
-  return grown, memoryview(grown), grown.ctypes.data
+  return grown, memoryview(grown)
 
 
 def _filter(raw: np.ndarray, out: np.ndarray, name: str, pixel_bytes: int) -> None:
