@@ -258,6 +258,7 @@ def main() -> None:
   parser.add_argument('--rounds', type=int, default=2)
   parser.add_argument('--workers', type=int, default=os.cpu_count() or 1)
   parser.add_argument('--out', type=pathlib.Path, default=dqn_replay_data.DEFAULT_OUT)
+  parser.add_argument('--kinds', nargs='+', help='only these kinds (floor and direct always)')
   parser.add_argument('--child', nargs=4, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
@@ -273,6 +274,8 @@ def main() -> None:
     total = rows * checkpoints
     kinds = (list(FLOORS) + ['direct', 'direct-l1', 'direct-l0'] +
              (['tfds'] if total in args.tfds_rows else []))
+    if args.kinds:
+      kinds = [kind for kind in kinds if kind in {'floor', 'direct', *args.kinds}]
     results: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for _ in range(args.rounds):
       for kind in kinds:
@@ -297,7 +300,7 @@ def main() -> None:
       runs = results[kind]
       print(f'  {kind:9s}: {spread([r["cpu_main"] for r in runs])} / '
             f'{spread([r["cpu_workers"] for r in runs])}; bound {spread(bounds[kind], ",.0f")}')
-    for kind in ('direct', 'direct-l1', 'direct-l0'):
+    for kind in [kind for kind in ('direct', 'direct-l1', 'direct-l0') if kind in kinds]:
       ratios = [d / f for d, f in zip(bounds[kind], bounds['floor'])]
       print(f'  {kind} / floor, 2-core bounds: {spread(ratios)}x')
     direct = results['direct']
