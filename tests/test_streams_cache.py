@@ -1,8 +1,12 @@
 """The decoded cache: filled once, read back with the same values, refilled when the source changes."""
 
+import gc
+import itertools
 import os
 import shutil
+import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +16,7 @@ from rlds_suite.core import episodes
 from rlds_suite.core import fields
 from rlds_suite.core import nested
 from rlds_suite import streams
+from rlds_suite.streams import block_draw
 from rlds_suite.streams import row_blocks
 from rlds_suite.tfds import features
 from rlds_suite.tfds import writing
@@ -244,3 +249,86 @@ def test_cached_numpy_exit_starts_no_thread(tmp_path):
   got = [next(batches) for _ in range(12)]
   assert threading.active_count() == before
   assert len({tuple(i) for b in got for i in streams_data.ids(b[fields.OBSERVATION])}) > 4
+
+
+def _draw_workers() -> list[int]:
+  """This process's block-draw worker processes (streams.block_draw)."""
+  found = []
+  for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{pid}/cmdline', 'rb') as f:
+        command = f.read()
+      with open(f'/proc/{pid}/stat') as f:
+        parent = int(f.read().rsplit(')', 1)[1].split()[1])
+    except OSError:
+      continue
+    if parent == os.getpid() and b'rlds_suite_block_draw' in command:
+      found.append(int(pid))
+  return found
+
+
+def _gone(pids: list[int], seconds: float = 20) -> bool:
+  deadline = time.monotonic() + seconds
+  while time.monotonic() < deadline:
+    if not set(pids) & set(_draw_workers()):
+      return True
+    time.sleep(0.05)
+  return False
+
+
+def _mix_stream(tmp_path, **kwargs):
+  """Two cached datasets whose passes end inside blocks (parts in a block's rows' high bits)."""
+  refs = [str(tmp_path / name / '1.0.0') for name in ('ahead_a', 'ahead_b')]
+  if not os.path.exists(refs[0]):
+    refs = [streams_data.write(tmp_path, 'ahead_a', streams_data.id_episodes(0, 7, seed=3)),
+            streams_data.write(tmp_path, 'ahead_b', streams_data.id_episodes(1, 4, seed=4))]
+  return streams.stream(refs, unit=streams.Transitions(), batch_size=4, seed=1,
+                        shuffle=streams.Shuffle(3, 12), cache_dir=tmp_path / 'cache', **kwargs)
+
+
+def test_blocks_drawn_by_a_worker_equal_blocks_drawn_inline(tmp_path):
+  """The worker draws the very blocks the consumer would (slots of shared memory read in place);
+  a block it has not finished in time, or while it starts, is drawn inline."""
+  stream = _mix_stream(tmp_path)
+  fn = stream.numpy_blocks
+  draw = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__)))[
+      'row_blocks']._draw
+  ahead = block_draw.drawn_ahead(draw, itertools.count())
+  from_worker = 0
+  for block in range(40):
+    got = next(ahead)
+    owner = got[0]
+    while isinstance(owner, np.ndarray):
+      owner = owner.base
+    from_worker += isinstance(owner, memoryview)  # A view of a worker's slot (shared memory).
+    for a, b in zip(got, draw(block)):
+      assert a.dtype == b.dtype
+      np.testing.assert_array_equal(a, b, err_msg=str(block))
+    time.sleep(0.02 if block < 20 else 0)  # Time to draw ahead, then none.
+  assert from_worker > 5
+  ahead.close()
+  assert _gone(_draw_workers())
+
+
+def test_draw_worker_gives_the_same_batches_and_ends_with_its_iterator(tmp_path):
+  plain = [b for _, b in zip(range(60), streams.as_numpy(_mix_stream(tmp_path)))]
+  batches = streams.as_numpy(_mix_stream(tmp_path), draw_worker=True)
+  got = [next(batches) for _ in range(30)]
+  workers = _draw_workers()
+  assert len(workers) == 1
+  os.kill(workers[0], signal.SIGKILL)  # A worker gone mid-stream: the rest drawn inline.
+  got += [next(batches) for _ in range(30)]
+  for a, b in zip(plain, got):
+    for key in a:
+      np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+  assert _gone(workers)
+  batches = streams.as_numpy(_mix_stream(tmp_path), draw_worker=True)
+  next(batches)
+  workers = _draw_workers()
+  del batches  # Abandoned mid-epoch: its worker ends with it.
+  gc.collect()
+  assert workers and _gone(workers)
+  finite = _mix_stream(tmp_path, mix=ONE_EPOCH, drop_remainder=False)
+  assert len(list(streams.as_numpy(finite, draw_worker=True))) == len(
+      list(streams.as_numpy(finite)))
+  assert _gone(_draw_workers())

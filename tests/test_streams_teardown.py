@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -110,3 +111,31 @@ def test_exit_with_a_cached_block_in_flight_does_not_hang(tmp_path):
                         capture_output=True, text=True,
                         env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, timeout=90)
   assert done.returncode == 0 and 'exiting' in done.stdout, done.stderr[-2000:]
+
+
+# A cached stream's numpy exit with its blocks drawn ahead by a worker process, left open at exit.
+_EXIT_WITH_A_DRAW_WORKER = '''
+import os, sys
+from rlds_suite import streams
+stream = streams.stream([sys.argv[1]], batch_size=2, seed=0, cache_dir=sys.argv[2])
+batches = streams.as_numpy(stream, draw_worker=True)
+next(batches)
+workers = [p for p in os.listdir('/proc') if p.isdigit() and
+           b'rlds_suite_block_draw' in open(f'/proc/{p}/cmdline', 'rb').read() and
+           open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] == str(os.getpid())]
+print('exiting', *workers, flush=True)
+'''
+
+
+def test_exit_with_a_draw_worker_does_not_hang_and_ends_it(tmp_path):
+  done = subprocess.run([sys.executable, '-c', _EXIT_WITH_A_DRAW_WORKER,
+                         _frames_dataset(tmp_path), str(tmp_path / 'cache')],
+                        capture_output=True, text=True,
+                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, timeout=90)
+  assert done.returncode == 0 and 'exiting' in done.stdout, done.stderr[-2000:]
+  workers = done.stdout.split('exiting', 1)[1].split()
+  assert workers  # It had one, which ends once its requests pipe closes with the process.
+  deadline = time.monotonic() + 20
+  while any(os.path.exists(f'/proc/{pid}') for pid in workers) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  assert not any(os.path.exists(f'/proc/{pid}') for pid in workers)

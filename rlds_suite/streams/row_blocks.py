@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from rlds_suite.core import errors
 from rlds_suite.core import nested
+from rlds_suite.streams import block_draw
 from rlds_suite.streams import budget
 from rlds_suite.streams import exits
 from rlds_suite.streams import iterator_exit
@@ -74,140 +75,36 @@ class UnitTable:
                np.concatenate([[0], np.cumsum(unit_counts)]).astype(np.int64))
 
 
-# A block's units from several parts (datasets, passes) carry their part above this bit of their
-# row while permuted: rows stay below 2**40 (a trillion cached steps), parts below 2**22.
-_PART_SHIFT = 40
-
-
 class RowBlocks:
   """Block index -> block of row-index units tagged with dataset index and epoch, permuted, as
-  flat {field path: [units]} arrays."""
+  flat {field path: [units]} arrays (drawn by streams.block_draw)."""
 
   def __init__(self, tables: Sequence[UnitTable], schedule: np.ndarray, *, repeat: bool,
                stop: bool, limits: Sequence[Optional[int]], epoch_seeds: Sequence[int],
                permute_seed: Optional[int], shuffle: bool, dataset_index: str, epoch: str):
     self._tables = tuple(tables)
-    self._schedule = np.asarray(schedule, np.int64)  # [cycle blocks, datasets]
-    self._starts = np.concatenate([np.zeros((1, len(tables)), np.int64),
-                                   np.cumsum(self._schedule, axis=0)])  # [cycle + 1, datasets]
-    self._repeat, self._stop = repeat, stop
-    self._epoch_seeds = tuple(epoch_seeds)
-    self._permute_seed = permute_seed
-    self._shuffle = shuffle
+    schedule = np.asarray(schedule, np.int64)  # [cycle blocks, datasets]
     self._dataset_index, self._epoch = dataset_index, epoch
-    self._orders: dict[tuple[int, int], np.ndarray] = {}
     for i, table in enumerate(self._tables):
-      if len(table.row_starts) and table.row_starts[-1] >= 2**_PART_SHIFT - 2**30:
+      if len(table.row_starts) and table.row_starts[-1] >= 2**block_draw.PART_SHIFT - 2**30:
         raise ValueError(f'dataset {i}: {table.row_starts[-1]} cached rows, more than row blocks '
                          'can index')
-      if repeat and table.num_units == 0 and self._schedule[:, i].any():  # No pass to repeat.
+      if repeat and table.num_units == 0 and schedule[:, i].any():  # No pass to repeat.
         raise errors.EmptyInputError(f'dataset {i} has no units of this kind in its shard')
     # Units of each dataset the stream can use: all its passes (REPEAT) or one, cut to `limit`.
-    self._totals = [None if repeat else (t.num_units if limit is None else min(limit, t.num_units))
-                    for t, limit in zip(self._tables, limits)]
-    self.num_blocks = None if repeat else self._count_blocks()
+    totals = [None if repeat else (t.num_units if limit is None else min(limit, t.num_units))
+              for t, limit in zip(self._tables, limits)]
+    self._draw = block_draw.BlockDraw(
+        [t.row_starts for t in self._tables], [t.unit_splits for t in self._tables], schedule,
+        repeat=repeat, stop=stop, totals=totals, epoch_seeds=epoch_seeds,
+        permute_seed=permute_seed, shuffle=shuffle)
+    self.num_blocks = self._draw.num_blocks
 
-  def _start(self, block: int) -> np.ndarray:
-    """[datasets] units each dataset gave before `block` (scheduled, not cut by exhaustion)."""
-    cycles, within = divmod(block, len(self._schedule))
-    return cycles * self._starts[-1] + self._starts[within]
-
-  def _last_block(self, i: int) -> int:
-    """The first block at whose end dataset i has given all its units (-1 when it has none)."""
-    total, per_cycle = self._totals[i], int(self._starts[-1, i])
-    if total == 0:
-      return -1
-    if per_cycle == 0:
-      return np.iinfo(np.int64).max  # Never scheduled: it never runs out.
-    base = max(total // per_cycle - 1, 0)
-    ends = base * per_cycle + np.concatenate([self._starts[1:, i], per_cycle + self._starts[1:, i]])
-    return base * len(self._schedule) + int(np.searchsorted(ends, total, side='left'))
-
-  def _count_blocks(self) -> int:
-    lasts = [self._last_block(i) for i in range(len(self._tables))]
-    if self._stop:  # The stream ends with the block in which the first dataset runs out.
-      return 0 if min(lasts) < 0 else min(lasts) + 1
-    return max([last for last in lasts if last < np.iinfo(np.int64).max], default=-1) + 1  # DROP.
-
-  def _epoch_order(self, i: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-    """Dataset i's pass `epoch`: (the first row of its units, in the pass's order, minus the
-    unit's position in the pass, per episode; [episodes + 1] units before each episode of the
-    pass). Whole episodes in a seeded random order per pass; per episode, not per unit."""
-    key = (i, epoch)
-    if key not in self._orders:
-      table = self._tables[i]
-      splits = table.unit_splits
-      episodes = len(splits) - 1
-      order = (np.random.default_rng([self._epoch_seeds[i], epoch]).permutation(episodes)
-               if self._shuffle else np.arange(episodes))
-      counts = splits[order + 1] - splits[order]
-      before = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-      # Keep this pass and the one before it: the next block reads on from where this one ended.
-      self._orders = {**{k: v for k, v in self._orders.items() if k[0] != i or k[1] == epoch - 1},
-                      key: (table.row_starts[order] - before[:-1], before)}
-    return self._orders[key]
-
-  def _piece(self, i: int, start: int, count: int) -> list[tuple[np.ndarray, int]]:
-    """Dataset i's units [start, start + count), per pass they fall in: (the first row of each
-    unit, as a fresh intp array (the exit permutes it in place and indexes with it), the pass)."""
-    per_epoch = self._tables[i].num_units
-    parts = []
-    while count > 0:
-      epoch, offset = divmod(start, per_epoch)
-      take = min(count, per_epoch - offset)
-      shifts, before = self._epoch_order(i, epoch)
-      # Array methods, not np.* wrappers: a block's fixed cost is microseconds of Python.
-      lo = int(before.searchsorted(offset, side='right')) - 1
-      hi = int(before.searchsorted(offset + take, side='left'))
-      base = shifts[lo:hi].repeat(before[lo + 1:hi + 1] - before[lo:hi])
-      within = offset - int(before[lo])
-      rows = base[within:within + take].astype(np.intp, copy=False)
-      rows += np.arange(offset, offset + take, dtype=np.intp)
-      parts.append((rows, epoch))
-      start, count = start + take, count - take
-    return parts
-
-  def _counts(self, block: int, start: np.ndarray) -> np.ndarray:
-    wanted = self._schedule[block % len(self._schedule)]
-    if self._repeat:
-      return wanted
-    given = np.array([max(min(w, total - s), 0)
-                      for w, s, total in zip(wanted, start, self._totals)], np.int64)
-    if self._stop and np.any(given < wanted):  # The last block, cut pro rata.
-      fraction = min(g / w for g, w in zip(given, wanted) if w > 0)
-      given = np.minimum(given, np.ceil(fraction * wanted.astype(np.float64)).astype(np.int64))
-    return given
-
-  def __call__(self, block: int) -> dict[str, np.ndarray]:
-    """Block `block` as flat {field path: [units] cache row (intp)} plus its DATASET_INDEX and
-    EPOCH tags, in the block's order: a permutation seeded by the block, uniform over all orders
-    (numpy's Fisher-Yates, `Generator.shuffle`), applied in place to the rows themselves (as
-    `rows[permutation(n)]` with the same generator, without the index array and its take)."""
-    block = int(block)
-    start = self._start(block)
-    parts = [(i, rows, epoch) for i, (s, c) in enumerate(zip(start, self._counts(block, start)))
-             for rows, epoch in self._piece(i, int(s), int(c))]
-    size = sum(len(rows) for _, rows, _ in parts)
-    generator = (np.random.default_rng([self._permute_seed, block])
-                 if self._permute_seed is not None else None)
-    if len(parts) == 1:  # One dataset and one pass: constant tags, only the rows permuted.
-      (dataset, first, epoch), = parts
-      if generator is not None:
-        generator.shuffle(first)
-      datasets = np.full(size, dataset, np.int32)
-      epochs = np.full(size, epoch, np.int64)
-    elif not parts:
-      first, datasets, epochs = (np.zeros(0, np.intp), np.zeros(0, np.int32),
-                                 np.zeros(0, np.int64))
-    else:  # Each unit's part in the high bits of its row, so one shuffle permutes both.
-      codes = np.concatenate([rows + (k << _PART_SHIFT) for k, (_, rows, _) in enumerate(parts)])
-      if generator is not None:
-        generator.shuffle(codes)
-      part = codes >> _PART_SHIFT
-      first = codes & ((1 << _PART_SHIFT) - 1)
-      datasets = np.array([i for i, _, _ in parts], np.int32)[part]
-      epochs = np.array([epoch for _, _, epoch in parts], np.int64)[part]
-    # Fields at the same offset share one array (RowGather takes each array's rows once).
+  def _flat(self, first: np.ndarray, datasets: np.ndarray,
+            epochs: np.ndarray) -> dict[str, np.ndarray]:
+    """A drawn block as flat {field path: [units] cache row (intp)} plus its DATASET_INDEX and
+    EPOCH tags. Fields at the same offset share one array (RowGather takes each array's rows
+    once)."""
     shifted = {0: first}
     flat: dict[str, np.ndarray] = {}
     for path, offset in self._tables[0].offsets.items():
@@ -217,6 +114,11 @@ class RowBlocks:
     flat[self._dataset_index] = datasets
     flat[self._epoch] = epochs
     return flat
+
+  def __call__(self, block: int) -> dict[str, np.ndarray]:
+    """Block `block` (`block_draw.BlockDraw`: permuted by numpy's Fisher-Yates seeded by the
+    block), as flat {field path: [units] cache row (intp)} plus its tags."""
+    return self._flat(*self._draw(block))
 
   def values(self, gather: Callable[[dict], dict]) -> Callable[[int], dict]:
     """Block index -> the block's flat values: its rows taken from the caches by `gather`
@@ -230,10 +132,14 @@ class RowBlocks:
   def numpy_blocks(self, gather: Callable[[dict], dict]) -> exits.InlineBlocks:
     """Every block's nested values, in order (the numpy exit: no tf.data element), drawn,
     gathered and cut in the consumer's own thread: with the cores busy, a thread ahead of it (or
-    two, making blocks two at a time) costs more CPU a step than it overlaps."""
-    values = self.values(gather)
-    indices = itertools.count() if self.num_blocks is None else range(self.num_blocks)
-    return exits.InlineBlocks(nested.unflatten_paths(values(index)) for index in indices)
+    two, making blocks two at a time) costs more CPU a step than it overlaps. Opted into
+    (`as_numpy(..., draw_worker=True)`), a worker process draws them ahead on an idle core
+    (`block_draw.drawn_ahead`); the same blocks."""
+    indices = lambda: itertools.count() if self.num_blocks is None else range(self.num_blocks)
+    return exits.InlineBlocks(
+        (nested.unflatten_paths(gather(self(index))) for index in indices()),
+        drawn_ahead=lambda: (nested.unflatten_paths(gather(self._flat(*drawn)))
+                             for drawn in block_draw.drawn_ahead(self._draw, indices())))
 
   def dataset(self, gather: Callable[[dict], dict],
               spec: dict[str, tf.TensorSpec]) -> tf.data.Dataset:
