@@ -181,6 +181,33 @@ def test_record_writer_frames_as_tensorflow_does(tmp_path, monkeypatch, most_per
   assert list(tfrecord_files.read_records(ours)) == records
 
 
+def test_frames_written_a_piece_at_a_time_are_the_file_and_digest_tensorflow_would_have(
+    tmp_path, monkeypatch):
+  # Framed records (a worker's, in shared memory) are hashed and written in pieces that cut
+  # records anywhere: the file equals TensorFlow's and the digest remembered for it equals the
+  # file's, records written one by one before and after included.
+  from rlds_suite.tfds import provenance  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  monkeypatch.setattr(tfrecord_files, '_HASHED_BYTES', 7)
+  records = [bytes([i % 256]) * i for i in range(40)]
+  framed = bytearray()
+  for record in records[5:30]:
+    header, footer = tfrecord_files.frame_parts(record)
+    framed += header + record + footer
+  ours = tmp_path / 'ours.tfrecord'
+  writer = tfrecord_files.RecordWriter(ours)
+  for record in records[:5]:
+    writer.write(record)
+  writer.write_frames(tfrecord_files.Frames(memoryview(framed), [len(r) for r in records[5:30]]))
+  for record in records[30:]:
+    writer.write(record)
+  writer.close()
+  with tf.io.TFRecordWriter(str(tmp_path / 'tf.tfrecord')) as theirs:
+    for record in records:
+      theirs.write(record)
+  assert ours.read_bytes() == (tmp_path / 'tf.tfrecord').read_bytes()
+  assert provenance.digest(ours, trust_written=True) == provenance.digest(ours)
+
+
 @pytest.mark.parametrize('damage', ['flip', 'truncate'])
 def test_a_damaged_shard_is_a_corrupt_file_error_naming_it(built, tmp_path, damage):
   version_dir, _ = built

@@ -33,6 +33,7 @@ _CRC = struct.Struct('<I')
 _READ_BUFFER = 1 << 20
 _WRITE_BYTES = 1 << 20  # A writev goes out once this much is pending,
 _WRITE_PIECES = 1024  # or this many pieces (Linux's IOV_MAX), 3 a record.
+_HASHED_BYTES = 256 << 10  # Frames from a worker are hashed and written this much at a time.
 
 
 def masked_crc(data: bytes | memoryview) -> int:
@@ -83,9 +84,13 @@ class RecordWriter:
       self._flush()
 
   def write_frames(self, frames: Frames) -> None:
-    """Writes records framed elsewhere, before it returns (their buffer may be reused after)."""
-    self._pending.append(frames.data)
+    """Writes records framed elsewhere, before it returns (their buffer may be reused after).
+    They are hashed and written _HASHED_BYTES at a time, so that the kernel copies into the page
+    cache bytes that hashing has just brought into this core's cache."""
     self._flush()
+    for start in range(0, len(frames.data), _HASHED_BYTES):
+      self._pending.append(frames.data[start:start + _HASHED_BYTES])
+      self._flush()
 
   def close(self) -> None:
     if self._fd is None:
