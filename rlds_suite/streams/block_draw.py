@@ -9,9 +9,10 @@ the consumer's loop holds, so every hand-off waits on the consumer and costs it 
 (measured on 2 idle cores: no gain). The worker never makes the consumer wait: a block it has not
 finished when the consumer reaches it is drawn in the consumer's thread (and skipped by the
 worker), so a worker still starting or starved costs a non-blocking read and a write a block. It
-runs at nice 19 in its own session (autogroup niced too): it takes idle cores only. Even so, on a
-machine whose cores are all busy the consumer ran slower beside it (up to ~0.6x, at the same CPU
-a step), hence opt-in. This module imports numpy and the standard library only: the worker loads
+runs at nice 19 in its own session (autogroup niced too), to take idle cores only. Even so, with
+the cores busy the consumer ran slower beside it (cartpole_like 0.59x vs 0.74x the batched raw
+read at load ~3.9, where a core was free 0.95x vs 0.80x; streams.row_blocks has the method), hence
+opt-in. This module imports numpy and the standard library only: the worker loads
 it by path, without TensorFlow.
 """
 

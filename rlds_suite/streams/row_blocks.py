@@ -4,15 +4,39 @@ With a cache (streams.cache) and a unit that only selects rows (steps, transitio
 block needs no decoding or tf.data work: a unit of such a kind is its episode's j-th and selects,
 per field, the row at a fixed offset from the episode's first row plus j (`UnitTable`: per episode
 its first row and unit count, per field its offset; nothing per unit, so memory grows with
-episodes, not steps), and each block's row indices are computed with a few numpy operations. `RowBlocks(b)` gives block b from b alone:
-dataset i's piece is units [start_i(b), start_i(b) + c_i(b)) of its stream of passes (each pass
-all its units, whole episodes in a seeded random order per pass), where c_i is the mix schedule
-and start_i its running sum; the block's permutation is seeded by b and applied in place to its
-rows (numpy's Fisher-Yates: ~10 ns a unit, most of a cached step's CPU). So the numpy exit calls it
-in a plain loop in the consumer's own thread (no tf.data element, no thread), and the tf.data
-exit maps it over `Dataset.range` (a range position is all a tf.train.Checkpoint needs to resume).
-Exhaustion (STOP, DROP) and equal unit counts per shard (`limit`) cut the stream as `pipeline._mix_blocks`
-and `pipeline._truncate` do for streams read from files.
+episodes, not steps), and each block's row indices are computed with a few numpy operations
+(streams.block_draw). `RowBlocks(b)` gives block b from b alone: dataset i's piece is units
+[start_i(b), start_i(b) + c_i(b)) of its stream of passes (each pass all its units, whole
+episodes in a seeded random order per pass), where c_i is the mix schedule and start_i its
+running sum; the block's permutation is seeded by b and applied in place to its rows (numpy's
+Fisher-Yates). The numpy exit calls it in a plain loop in the consumer's own thread (no tf.data
+element, no thread), or, opted into, has a worker process draw blocks ahead (block_draw); the
+tf.data exit maps it over `Dataset.range` (a range position is all a tf.train.Checkpoint needs to
+resume), in tf.data's threads already, its speed bound by a graph loop's per-batch GetNext, not
+by the draw. Exhaustion (STOP, DROP) and equal unit counts per shard (`limit`) cut the stream as
+`pipeline._mix_blocks` and `pipeline._truncate` do for streams read from files.
+
+Where a cached CartPole step's CPU goes (issue 21; perf over the numpy exit in steady state,
+blocks of 10,240 units, ~30 ns a step): the shuffle ~9 ns (Generator.shuffle: PCG64 draws and a
+rejection branch the predictor cannot learn; 6 ns when the same seed repeats), the gather ~6.5
+(one `take` per field), the cut ~5 (a view per field and batch ~2.5, a dict per batch ~2.2),
+seeding the block's generator ~0.9, its unit rows ~1, tags ~0.4, malloc ~1.5, Python the rest;
+the lean bound (benchmarks/stream.py's cache_gather_prototype) has the gather and the cut only.
+Tried for the consumer's thread (cached/raw_read_batched, one process, rounds alternated with the
+inline draw): a helper thread drawing block b+1 while the consumer gathers and cuts block b,
+whole (0.66x vs 0.72x, 4 rounds, load 0.5-1.0) or only its shuffle (0.77x vs 0.67x, 6 rounds,
+load 0.6-0.75; 0.64x vs 0.68x at load 0.5-1.7; 35-37 vs 30 ns of CPU a step), handed over at the
+block's boundary or after the gather; draw and gather in a thread (0.60x vs 0.67x, load 2-2.5):
+the helper needs the GIL to start and end each numpy call, which the consumer's loop holds, so
+its shuffle ends waiting for the consumer's next release and each hand-off costs the consumer a
+wake-up (~20 us on this VM); a Python loop beside a shuffling thread let it finish one shuffle
+per 5 ms switch interval. A worker process has no GIL to share: 1.14x vs 0.66x (4 rounds, load
+~2 from others, 15 ns of CPU a step in the consumer) when the consumer waited for it, but 0.44x
+vs 0.57x with two busy loops beside it. As kept (block_draw: blocks it has not finished drawn
+here, the worker at nice 19 in its own session): 0.95x [0.56-1.36] vs 0.80x [0.70-0.91] (4 rounds,
+load ~2), 0.59x [0.42-0.86] vs 0.74x [0.40-0.90] (6 rounds, load ~3.9 from others; 34-39 vs
+30-52 ns of CPU a step, the worker starved, the consumer drawing nearly every block itself and
+still slower beside it): opt-in, for machines with a free core.
 """
 
 from __future__ import annotations
