@@ -288,26 +288,42 @@ def _mix_stream(tmp_path, **kwargs):
 
 def test_blocks_drawn_by_a_worker_equal_blocks_drawn_inline(tmp_path):
   """The worker draws the very blocks the consumer would (slots of shared memory read in place);
-  a block it has not finished in time, or while it starts, is drawn inline."""
+  a block it has not finished in time, while it starts or while it is starved, is drawn inline,
+  and a starved worker is used again once it runs."""
   stream = _mix_stream(tmp_path)
   fn = stream.numpy_blocks
   draw = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__)))[
       'row_blocks']._draw
   ahead = block_draw.drawn_ahead(draw, itertools.count())
-  from_worker = 0
-  for block in range(40):
-    got = next(ahead)
-    owner = got[0]
-    while isinstance(owner, np.ndarray):
-      owner = owner.base
-    from_worker += isinstance(owner, memoryview)  # A view of a worker's slot (shared memory).
+
+  def served(got, block: int) -> bool:
+    """Whether the worker drew `got` (a view of its slot of shared memory); checks it."""
     for a, b in zip(got, draw(block)):
       assert a.dtype == b.dtype
       np.testing.assert_array_equal(a, b, err_msg=str(block))
+    owner = got[0]
+    while isinstance(owner, np.ndarray):
+      owner = owner.base
+    return isinstance(owner, memoryview)
+
+  from_worker = 0
+  for block in range(40):
+    from_worker += served(next(ahead), block)
     time.sleep(0.02 if block < 20 else 0)  # Time to draw ahead, then none.
   assert from_worker > 5
+  worker, = _draw_workers()
+  os.kill(worker, signal.SIGSTOP)  # Starved (the cores busy): every block drawn here.
+  try:
+    assert not any(served(next(ahead), block) for block in range(40, 140))
+  finally:
+    os.kill(worker, signal.SIGCONT)
+  deadline, block = time.monotonic() + 30, 140
+  while not served(next(ahead), block) and time.monotonic() < deadline:  # Used again.
+    block += 1
+    time.sleep(0.002)
+  assert time.monotonic() < deadline
   ahead.close()
-  assert _gone(_draw_workers())
+  assert _gone([worker])
 
 
 def test_draw_worker_gives_the_same_batches_and_ends_with_its_iterator(tmp_path):

@@ -34,6 +34,9 @@ import numpy as np
 PART_SHIFT = 40
 # Blocks a worker draws ahead of the consumer (each a slot of shared memory: 24 bytes a unit).
 DEPTH = 4
+# Blocks without requests after a worker missed `depth` in a row (starved: the cores busy), first
+# and at most: then it sleeps, woken by no request, until a request finds it in time again.
+PAUSE = (16, 1024)
 _HEADER = 8  # Bytes of shared memory before the slots: the position.
 _MESSAGE = struct.Struct('<qq')  # Request (block, slot); reply (block, units or -1 if skipped).
 # Starts a worker: this file loaded by path (not as part of rlds_suite, which imports TensorFlow).
@@ -247,6 +250,7 @@ def drawn_ahead(draw: BlockDraw, blocks: Iterable[int],
   except (OSError, AttributeError, subprocess.SubprocessError):  # No memfd, no interpreter.
     worker = None
   free, ready, requested, ahead = list(range(depth)), {}, {}, 0
+  misses, pause, resume = 0, PAUSE[0], 0  # Blocks it missed in a row; no requests before resume.
 
   def receive(block: int) -> bool:
     """Takes the replies arrived; False once the worker has ended."""
@@ -268,9 +272,13 @@ def drawn_ahead(draw: BlockDraw, blocks: Iterable[int],
           alive = receive(block)
           if alive:
             worker.claim(block)
+            if block in requested:  # Not drawn in time: after `depth` such, a pause.
+              misses += 1
+              if misses >= depth:
+                misses, pause, resume = 0, min(2 * pause, PAUSE[1]), block + pause
             ahead = max(ahead, block + 1)
-            while free and ahead <= block + depth and (draw.num_blocks is None or
-                                                       ahead < draw.num_blocks):
+            while free and block >= resume and ahead <= block + depth and (
+                draw.num_blocks is None or ahead < draw.num_blocks):
               slot = free.pop()
               worker.request(ahead, slot)
               requested[ahead] = slot
@@ -282,6 +290,7 @@ def drawn_ahead(draw: BlockDraw, blocks: Iterable[int],
           worker = None
           ready.clear()
       if block in ready:
+        misses, pause = 0, PAUSE[0]
         slot, units = ready.pop(block)
         first, datasets, epochs = worker.slots[slot, :, :units]
         yield first, datasets.astype(np.int32), epochs.copy()
