@@ -189,12 +189,15 @@ this loaded one it is NOT met.
 Issue 21's cached draw, in a thread and in a process (streams.row_blocks has the profile and every
 variant): a helper thread cannot overlap the shuffle (it needs the GIL around each numpy call);
 `as_numpy(stream, draw_worker=True)` has a worker process draw blocks ahead on a free core
-("cached_draw_worker": the consumer's CPU only in its `_cpu_ns`). Paired in one process
-(cached/raw_read_batched): 0.95x [0.56-1.36] vs 0.80x [0.70-0.91] inline (4 rounds, load ~2),
-0.59x [0.42-0.86] vs 0.74x [0.40-0.90] (6 rounds, load ~3.9): opt-in. This script, --quick
---rounds 4 --datasets cartpole_like at load 3.4-4.0 (no quiet machine this evening): cached 0.85x
-[0.73-1.40], draw worker 0.79x [0.55-1.22], the lean bound 1.53x; a loaded raw read inflates
-every ratio, so "met" there is not a quiet machine's.
+("cached_draw_worker": the consumer's CPU only in its `_cpu_ns`; measured after a 0.5 s start).
+Paired in one process (cached/raw_read_batched): 0.95x [0.56-1.36] vs 0.80x [0.70-0.91] inline
+(4 rounds, load ~2), 0.59x [0.42-0.86] vs 0.74x [0.40-0.90] (6 rounds, load ~3.9); with the
+pause after misses (block_draw.PAUSE) 0.69x [0.52-1.11] vs 0.73x [0.59-1.10] (load ~3.5) and
+0.52x [0.34-0.64] vs 0.44x [0.42-0.59] beside two busy loops (load ~4). This script, --quick
+--rounds 4 --datasets cartpole_like (no quiet machine this evening): at load 3.4-4.0 before the
+pause cached 0.85x [0.73-1.40], draw worker 0.79x [0.55-1.22], the lean bound 1.53x; at load
+3.1-3.5 with it cached 0.69x [0.63-0.81] (NOT met), draw worker 0.96x [0.62-1.32], the lean bound
+1.33x. A loaded raw read inflates every ratio: "met" at such a load is not a quiet machine's.
 """
 
 from __future__ import annotations

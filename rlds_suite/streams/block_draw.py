@@ -8,12 +8,13 @@ and cuts. A thread would not do: it needs the GIL to start and to end every nump
 the consumer's loop holds, so every hand-off waits on the consumer and costs it a wake-up
 (measured on 2 idle cores: no gain). The worker never makes the consumer wait: a block it has not
 finished when the consumer reaches it is drawn in the consumer's thread (and skipped by the
-worker), so a worker still starting or starved costs a non-blocking read and a write a block. It
-runs at nice 19 in its own session (autogroup niced too), to take idle cores only. Even so, with
-the cores busy the consumer ran slower beside it (cartpole_like 0.59x vs 0.74x the batched raw
-read at load ~3.9, where a core was free 0.95x vs 0.80x; streams.row_blocks has the method), hence
-opt-in. This module imports numpy and the standard library only: the worker loads
-it by path, without TensorFlow.
+worker), so a worker still starting or starved costs a non-blocking read and a write a block; once
+it has missed `depth` blocks in a row it is sent no requests for a while (`PAUSE`), since a starved
+worker woken every block slowed the consumer (0.59x vs 0.74x inline at load ~3.9; with the pause
+0.69x vs 0.73x at load ~3.5). It runs at nice 19 in its own session (autogroup niced too), to take
+idle cores only. Opt-in: a process per iterator, measured on this 2-core machine only (streams.
+row_blocks has the numbers). This module imports numpy and the standard library only: the worker
+loads it by path, without TensorFlow.
 """
 
 from __future__ import annotations

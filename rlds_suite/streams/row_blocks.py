@@ -32,11 +32,12 @@ its shuffle ends waiting for the consumer's next release and each hand-off costs
 wake-up (~20 us on this VM); a Python loop beside a shuffling thread let it finish one shuffle
 per 5 ms switch interval. A worker process has no GIL to share: 1.14x vs 0.66x (4 rounds, load
 ~2 from others, 15 ns of CPU a step in the consumer) when the consumer waited for it, but 0.44x
-vs 0.57x with two busy loops beside it. As kept (block_draw: blocks it has not finished drawn
-here, the worker at nice 19 in its own session): 0.95x [0.56-1.36] vs 0.80x [0.70-0.91] (4 rounds,
-load ~2), 0.59x [0.42-0.86] vs 0.74x [0.40-0.90] (6 rounds, load ~3.9 from others; 34-39 vs
-30-52 ns of CPU a step, the worker starved, the consumer drawing nearly every block itself and
-still slower beside it): opt-in, for machines with a free core.
+vs 0.57x with two busy loops beside it. Drawing here the blocks it has not finished, at nice 19
+in its own session: 0.95x [0.56-1.36] vs 0.80x [0.70-0.91] (4 rounds, load ~2), 0.59x [0.42-0.86]
+vs 0.74x [0.40-0.90] (6 rounds, load ~3.9 from others: the worker starved, the consumer drawing
+nearly every block itself and still slower, woken or preempted by it). As kept (block_draw: no
+requests for a while after misses): 0.69x [0.52-1.11] vs 0.73x [0.59-1.10] (6 rounds, load ~3.5),
+0.52x [0.34-0.64] vs 0.44x [0.42-0.59] with two busy loops beside (6 rounds, load ~4). Opt-in.
 """
 
 from __future__ import annotations
