@@ -133,6 +133,7 @@ def test_exit_with_a_draw_worker_does_not_hang_and_ends_it(tmp_path):
                         capture_output=True, text=True,
                         env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, timeout=90)
   assert done.returncode == 0 and 'exiting' in done.stdout, done.stderr[-2000:]
+  assert 'Exception ignored' not in done.stderr and 'Traceback' not in done.stderr, done.stderr
   workers = done.stdout.split('exiting', 1)[1].split()
   assert workers  # It had one, which ends once its requests pipe closes with the process.
   deadline = time.monotonic() + 20

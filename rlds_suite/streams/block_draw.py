@@ -19,6 +19,7 @@ loads it by path, without TensorFlow.
 
 from __future__ import annotations
 
+import atexit
 import mmap
 import os
 import pickle
@@ -26,6 +27,7 @@ import signal
 import struct
 import subprocess
 import sys
+import weakref
 from typing import Iterable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -196,6 +198,7 @@ class _Worker:
            str(reply_write), str(shared_fd), str(size)],
           pass_fds=(request_read, reply_write, shared_fd), stdin=subprocess.DEVNULL,
           stdout=subprocess.DEVNULL, start_new_session=True)
+      _live.add(self)
       os.set_blocking(self._replies, False)
       state = pickle.dumps({'arguments': draw.arguments, 'depth': depth, 'capacity': capacity})
       self._write(struct.pack('<q', len(state)) + state)
@@ -232,13 +235,23 @@ class _Worker:
     return [_MESSAGE.unpack_from(data, k) for k in range(0, whole, _MESSAGE.size)]
 
   def close(self) -> None:
-    """Ends the worker (it also ends by itself once its requests pipe closes)."""
-    for fd in self._fds:
+    """Ends the worker (it also ends by itself once its requests pipe closes); once."""
+    fds, self._fds = self._fds, []
+    process, self._process = self._process, None
+    if not fds and process is None:  # Closed already (at exit: this may run in finalization).
+      return
+    _live.discard(self)
+    for fd in fds:
       os.close(fd)
-    self._fds = []
-    if self._process is not None:
-      self._process.kill()
-      self._process.wait()
+    if process is not None:
+      process.kill()
+      process.wait()
+
+
+# Workers of iterators still open at exit, ended before the interpreter finalizes its modules
+# (an iterator's own `finally` may run only then, with `signal` and `subprocess` torn down).
+_live: 'weakref.WeakSet[_Worker]' = weakref.WeakSet()
+atexit.register(lambda: [worker.close() for worker in list(_live)])
 
 
 def drawn_ahead(draw: BlockDraw, blocks: Iterable[int],
