@@ -174,11 +174,16 @@ def test_record_writer_frames_as_tensorflow_does(tmp_path, monkeypatch, most_per
   for record in records:
     writer.write(record)
   writer.close()
-  with tf.io.TFRecordWriter(str(tmp_path / 'tf.tfrecord')) as theirs:
-    for record in records:
-      theirs.write(record)
-  assert ours.read_bytes() == (tmp_path / 'tf.tfrecord').read_bytes()
+  assert ours.read_bytes() == _tensorflow_file(tmp_path / 'tf.tfrecord', records)
   assert list(tfrecord_files.read_records(ours)) == records
+
+
+def _tensorflow_file(path: pathlib.Path, records: list[bytes]) -> bytes:
+  """The bytes of `records` written by tf.io.TFRecordWriter at `path`."""
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for record in records:
+      writer.write(record)
+  return path.read_bytes()
 
 
 def test_frames_written_a_piece_at_a_time_are_the_file_and_digest_tensorflow_would_have(
@@ -201,10 +206,7 @@ def test_frames_written_a_piece_at_a_time_are_the_file_and_digest_tensorflow_wou
   for record in records[30:]:
     writer.write(record)
   writer.close()
-  with tf.io.TFRecordWriter(str(tmp_path / 'tf.tfrecord')) as theirs:
-    for record in records:
-      theirs.write(record)
-  assert ours.read_bytes() == (tmp_path / 'tf.tfrecord').read_bytes()
+  assert ours.read_bytes() == _tensorflow_file(tmp_path / 'tf.tfrecord', records)
   assert provenance.digest(ours, trust_written=True) == provenance.digest(ours)
 
 
