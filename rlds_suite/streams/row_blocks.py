@@ -36,8 +36,11 @@ vs 0.57x with two busy loops beside it. Drawing here the blocks it has not finis
 in its own session: 0.95x [0.56-1.36] vs 0.80x [0.70-0.91] (4 rounds, load ~2), 0.59x [0.42-0.86]
 vs 0.74x [0.40-0.90] (6 rounds, load ~3.9 from others: the worker starved, the consumer drawing
 nearly every block itself and still slower, woken or preempted by it). As kept (block_draw: no
-requests for a while after misses): 0.69x [0.52-1.11] vs 0.73x [0.59-1.10] (6 rounds, load ~3.5),
-0.52x [0.34-0.64] vs 0.44x [0.42-0.59] with two busy loops beside (6 rounds, load ~4). Opt-in.
+requests for a while after misses): 1.13x [0.99-1.25] vs 0.71x [0.67-0.77] (6 rounds, load
+2.2-3.3 from others, 20 vs 31 ns of CPU a step in the consumer), 0.69x [0.52-1.11] vs 0.73x
+[0.59-1.10] (load ~3.5); with two busy loops beside it 0.52x [0.34-0.64] vs 0.44x [0.42-0.59] (load
+~4) and 0.50x [0.45-0.62] vs 0.56x [0.47-0.62] (load ~2.8): even to 10% slower with the cores busy.
+Opt-in.
 """
 
 from __future__ import annotations
