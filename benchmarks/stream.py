@@ -197,7 +197,9 @@ pause after misses (block_draw.PAUSE) 0.69x [0.52-1.11] vs 0.73x [0.59-1.10] (lo
 --rounds 4 --datasets cartpole_like (no quiet machine this evening): at load 3.4-4.0 before the
 pause cached 0.85x [0.73-1.40], draw worker 0.79x [0.55-1.22], the lean bound 1.53x; at load
 3.1-3.5 with it cached 0.69x [0.63-0.81] (NOT met), draw worker 0.96x [0.62-1.32], the lean bound
-1.33x. A loaded raw read inflates every ratio: "met" at such a load is not a quiet machine's.
+1.33x; at load 1.9-2.3 cached 0.76x [0.63-0.89] (30-35 ns of CPU a step), draw worker 1.29x
+[1.14-1.37] (17-21 ns in the consumer), the lean bound 1.50x. A loaded raw read inflates every
+ratio: "met" at such a load is not a quiet machine's.
 """
 
 from __future__ import annotations
