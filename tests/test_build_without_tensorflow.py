@@ -29,6 +29,7 @@ from rlds_suite.tfds import compression
 from rlds_suite.tfds import datasets
 from rlds_suite.tfds import example_wire
 from rlds_suite.tfds import png_deflate
+from rlds_suite.tfds import provenance
 from rlds_suite.tfds import shard_reader
 from rlds_suite.tfds import tfrecord_files
 from rlds_suite.tfds import writing
@@ -191,7 +192,6 @@ def test_frames_written_a_piece_at_a_time_are_the_file_and_digest_tensorflow_wou
   # Framed records (a worker's, in shared memory) are hashed and written in pieces that cut
   # records anywhere: the file equals TensorFlow's and the digest remembered for it equals the
   # file's, records written one by one before and after included.
-  from rlds_suite.tfds import provenance  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   monkeypatch.setattr(tfrecord_files, '_HASHED_BYTES', 7)
   records = [bytes([i % 256]) * i for i in range(40)]
   framed = bytearray()
@@ -427,7 +427,8 @@ def test_png_items_make_room_for_streams_longer_than_stored_blocks(monkeypatch):
     return b''.join(stream.compress(data[i:i + 8]) + stream.flush(zlib.Z_FULL_FLUSH)
                     for i in range(0, len(data), 8)) + stream.flush()
 
-  monkeypatch.setitem(compression._COMPRESSORS, 'zlib', lambda: padded)  # pylint: disable=protected-access
+  compressors = compression._COMPRESSORS  # pylint: disable=protected-access
+  monkeypatch.setitem(compressors, 'zlib', lambda: padded)
   for column in _png_item_columns():
     data, bounds = compression.png_items(column, compression.PngEncoder('zlib', 0), None,
                                          example_wire.bytes_item_header)
