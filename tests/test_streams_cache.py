@@ -328,7 +328,8 @@ def test_blocks_drawn_by_a_worker_equal_blocks_drawn_inline(tmp_path):
 
 
 def test_draw_worker_gives_the_same_batches_and_ends_with_its_iterator(tmp_path):
-  plain = [b for _, b in zip(range(60), streams.as_numpy(_mix_stream(tmp_path)))]
+  plain = [b for _, b in zip(range(60), streams.as_numpy(_mix_stream(tmp_path),
+                                                         draw_worker=False))]
   batches = streams.as_numpy(_mix_stream(tmp_path), draw_worker=True)
   got = [next(batches) for _ in range(30)]
   workers = _draw_workers()
@@ -347,5 +348,21 @@ def test_draw_worker_gives_the_same_batches_and_ends_with_its_iterator(tmp_path)
   assert workers and _gone(workers)
   finite = _mix_stream(tmp_path, mix=ONE_EPOCH, drop_remainder=False)
   assert len(list(streams.as_numpy(finite, draw_worker=True))) == len(
-      list(streams.as_numpy(finite)))
+      list(streams.as_numpy(finite, draw_worker=False)))
   assert _gone(_draw_workers())
+
+
+def test_a_worker_draws_by_default_only_where_two_cores_may_run_the_process(tmp_path, monkeypatch):
+  if len(os.sched_getaffinity(0)) < 2:
+    pytest.skip('one core: the default draws inline here')
+  batches = streams.as_numpy(_mix_stream(tmp_path))
+  next(batches)
+  workers = _draw_workers()
+  assert len(workers) == 1
+  del batches
+  gc.collect()
+  assert _gone(workers)
+  monkeypatch.setattr(os, 'sched_getaffinity', lambda pid: {0})
+  batches = streams.as_numpy(_mix_stream(tmp_path))
+  next(batches)
+  assert not _draw_workers()

@@ -2,7 +2,7 @@
 
 A block's draw (its units' first rows, dataset and pass tags, permuted by numpy's Fisher-Yates
 seeded by the block) is index work, ~half a cached CartPole step's CPU (the shuffle alone ~9 ns
-a unit, numpy's floor). Opted into (`as_numpy(stream, draw_worker=True)`), a worker process draws
+a unit, numpy's floor). By default on two cores or more (`as_numpy(stream)`), a worker process draws
 blocks ahead (`drawn_ahead`) into memory shared with the consumer, whose thread then only gathers
 and cuts. A thread would not do: it needs the GIL to start and to end every numpy call, which
 the consumer's loop holds, so every hand-off waits on the consumer and costs it a wake-up
@@ -12,7 +12,7 @@ worker), so a worker still starting or starved costs a non-blocking read and a w
 it has missed `depth` blocks in a row it is sent no requests for a while (`PAUSE`), since a starved
 worker woken every block slowed the consumer (0.59x vs 0.74x inline at load ~3.9; with the pause
 0.69x vs 0.73x at load ~3.5). It runs at nice 19 in its own session (autogroup niced too), to take
-idle cores only. Opt-in: a process per iterator (~29 MB resident, 15 of them its own), measured
+idle cores only. A process per iterator (~29 MB resident, 15 of them its own), measured
 on this 2-core machine only (streams.row_blocks has the numbers). This module imports numpy and
 the standard library only: the worker loads it by path, without TensorFlow.
 """

@@ -40,7 +40,9 @@ requests for a while after misses): 1.13x [0.99-1.25] vs 0.71x [0.67-0.77] (6 ro
 2.2-3.3 from others, 20 vs 31 ns of CPU a step in the consumer), 0.69x [0.52-1.11] vs 0.73x
 [0.59-1.10] (load ~3.5); with two busy loops beside it 0.52x [0.34-0.64] vs 0.44x [0.42-0.59] (load
 ~4) and 0.50x [0.45-0.62] vs 0.56x [0.47-0.62] (load ~2.8): even to 10% slower with the cores busy.
-Opt-in.
+On a quiet machine (benchmarks/stream.py --quick, 3 rounds, load 1.0-1.6): 1.25x [1.16-1.34] vs
+0.68x [0.56-0.80]. So `as_numpy` uses the worker by default where the process may run on two
+cores or more (`draw_worker=False` draws inline).
 """
 
 from __future__ import annotations
@@ -160,9 +162,9 @@ class RowBlocks:
   def numpy_blocks(self, gather: Callable[[dict], dict]) -> exits.InlineBlocks:
     """Every block's nested values, in order (the numpy exit: no tf.data element), drawn,
     gathered and cut in the consumer's own thread: with the cores busy, a thread ahead of it (or
-    two, making blocks two at a time) costs more CPU a step than it overlaps. Opted into
-    (`as_numpy(..., draw_worker=True)`), a worker process draws them ahead on an idle core
-    (`block_draw.drawn_ahead`); the same blocks."""
+    two, making blocks two at a time) costs more CPU a step than it overlaps. By default on two
+    cores or more (`as_numpy(..., draw_worker=None)`), a worker process draws them ahead on an
+    idle core (`block_draw.drawn_ahead`); the same blocks."""
     indices = lambda: itertools.count() if self.num_blocks is None else range(self.num_blocks)
     return exits.InlineBlocks(
         (nested.unflatten_paths(gather(self(index))) for index in indices()),
