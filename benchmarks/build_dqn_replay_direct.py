@@ -85,7 +85,13 @@ direct 77,057 [76,770..79,288] rows/s, floor 146,712 [144,201..147,169], direct 
 bound 0.62x [0.61..0.63]; peak 830 MiB [821..860] summed RSS, 513 PSS; dataset 2,015 MiB. The
 same pairs run one by one whenever the machine was idle (11 of 16 with others under 0.05 of a
 core): 0.572x [0.514..0.582], direct 79,673 [70,723..83,036] rows/s. Under others' load it is
-not met: 5 rounds at load 1.3-4.0 gave 0.333x [0.293..0.429] for a bound of 0.596x.
+not met: 5 rounds at load 1.3-4.0 gave 0.333x [0.293..0.429] for a bound of 0.596x. Again by
+the lead, quiet (--rounds 3 --kinds direct, others under 0.01 of a core): direct 77,062
+[74,745..77,555] rows/s, floor 142,606, 0.544x [0.511..0.569]; CPU 7.75 + 14.8 s; peak 831 MiB.
+--five (five separate 1M checkpoints, 1 round, quiet): 56,359 rows/s, 0.432x the floor (130,357),
+peak 855 MiB, +11 MiB last third vs middle; run again by hand, 67,900 rows/s (~0.52x): the
+builder's process takes 10.8-12.5 CPU-s per 1M rows there against 7.75 (system time: 10 GB
+written, the page cache full), so a 5M-row build sits at the target's edge.
 Where the CPU went before the table (perf over the whole tree, 1M rows, load ~5, 33.9 CPU-s):
 ISA-L level-1 deflate 18.6 s (a Huffman table per frame 8.4, matching 6.8, encoding 3.4), the
 interpreter 3.1, memmove 2.3, the kernel's copy into the page cache 1.6 and page clearing and
