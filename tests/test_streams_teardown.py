@@ -80,12 +80,16 @@ def _frames_dataset(tmp_path) -> str:
   return writing.write_episodes(eps, features=feature_dict, data_dir=tmp_path, name='frames')
 
 
+def _run_child(script: str, *args: str) -> subprocess.CompletedProcess:
+  """`script` run by a fresh Python with `args`, its output captured (90 s at most)."""
+  return subprocess.run([sys.executable, '-c', script, *args], capture_output=True, text=True,
+                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, timeout=90)
+
+
 def test_exit_with_a_frame_decode_in_flight_does_not_hang(tmp_path):
   # Without the release at exit the iterator was destroyed during finalization, waiting forever
   # for a decode whose thread Python had ended.
-  done = subprocess.run([sys.executable, '-c', _EXIT_WITH_A_DECODE_IN_FLIGHT,
-                         _frames_dataset(tmp_path)], capture_output=True, text=True,
-                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, timeout=90)
+  done = _run_child(_EXIT_WITH_A_DECODE_IN_FLIGHT, _frames_dataset(tmp_path))
   assert done.returncode == 0 and 'exiting' in done.stdout, done.stderr[-2000:]
 
 
@@ -106,10 +110,8 @@ def test_a_released_iterator_ends_its_pipeline_and_raises_if_used():
 
 
 def test_exit_with_a_cached_block_in_flight_does_not_hang(tmp_path):
-  done = subprocess.run([sys.executable, '-c', _EXIT_WITH_A_CACHED_BLOCK_IN_FLIGHT,
-                         _frames_dataset(tmp_path), str(tmp_path / 'cache')],
-                        capture_output=True, text=True,
-                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, timeout=90)
+  done = _run_child(_EXIT_WITH_A_CACHED_BLOCK_IN_FLIGHT, _frames_dataset(tmp_path),
+                    str(tmp_path / 'cache'))
   assert done.returncode == 0 and 'exiting' in done.stdout, done.stderr[-2000:]
 
 
@@ -128,10 +130,7 @@ print('exiting', *workers, flush=True)
 
 
 def test_exit_with_a_draw_worker_does_not_hang_and_ends_it(tmp_path):
-  done = subprocess.run([sys.executable, '-c', _EXIT_WITH_A_DRAW_WORKER,
-                         _frames_dataset(tmp_path), str(tmp_path / 'cache')],
-                        capture_output=True, text=True,
-                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}, timeout=90)
+  done = _run_child(_EXIT_WITH_A_DRAW_WORKER, _frames_dataset(tmp_path), str(tmp_path / 'cache'))
   assert done.returncode == 0 and 'exiting' in done.stdout, done.stderr[-2000:]
   assert 'Exception ignored' not in done.stderr and 'Traceback' not in done.stderr, done.stderr
   workers = done.stdout.split('exiting', 1)[1].split()
