@@ -366,3 +366,8 @@ def test_a_worker_draws_by_default_only_where_two_cores_may_run_the_process(tmp_
   batches = streams.as_numpy(_mix_stream(tmp_path))
   next(batches)
   assert not _draw_workers()
+  monkeypatch.delattr(os, 'sched_getaffinity')  # macOS: the machine's cores count.
+  monkeypatch.setattr(os, 'cpu_count', lambda: 1)
+  batches = streams.as_numpy(_mix_stream(tmp_path))
+  next(batches)
+  assert not _draw_workers()

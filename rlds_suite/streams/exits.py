@@ -12,9 +12,10 @@ numpy exit draws, gathers and cuts each block in numpy in the consumer's own thr
 (`Stream.numpy_blocks`, `InlineBlocks`: ~30 ns of CPU a CartPole step, where a thread ahead of the
 consumer cost more in hand-offs and GIL contention than it overlapped on 2 shared cores); on two
 cores or more a worker process draws the blocks' rows ahead (streams.block_draw), so the consumer
-only gathers and cuts; the tf.data exit maps the same draw over `Dataset.range`. Both give the same batches in the same order: batches of
-`batch_size` consecutive units of the block sequence (a batch may span two blocks where a block is
-not a multiple of it), the last one short unless `drop_remainder`.
+only gathers and cuts; the tf.data exit maps the same draw over `Dataset.range`. Both give the
+same batches in the same order: batches of `batch_size` consecutive units of the block sequence
+(a batch may span two blocks where a block is not a multiple of it), the last one short unless
+`drop_remainder`.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class Stream:
   def numpy_batches(self, draw_worker: Optional[bool] = None) -> Iterator[Any]:
     """Batches as nested numpy arrays, sliced from the permuted blocks in numpy (`as_numpy`)."""
     if draw_worker is None:
-      draw_worker = len(os.sched_getaffinity(0)) > 1
+      draw_worker = _usable_cores() > 1
     if self.numpy_blocks is not None:
       blocks = self.numpy_blocks()
       if isinstance(blocks, InlineBlocks):  # Made and cut in the consumer's thread.
@@ -89,6 +90,13 @@ class Stream:
     files = [f for group in self.files for f in group]
     blocks = reading.numpy_groups(self.blocks, files, ', '.join(self.names))
     return cut_batches(blocks, self.batch_size, self.drop_remainder)
+
+
+def _usable_cores() -> int:
+  """The cores this process may run on (its affinity on Linux; elsewhere the machine's)."""
+  if hasattr(os, 'sched_getaffinity'):  # Not on macOS or Windows.
+    return len(os.sched_getaffinity(0))
+  return os.cpu_count() or 1
 
 
 class InlineBlocks:

@@ -7,10 +7,11 @@ the pipeline and waits for the map calls in flight, and a call running a Python 
 (`tf.numpy_function`: a stream's ZLIB frame decode, a cached stream's block draw or read) then
 never returns: once finalization has begun, Python ends every other thread that takes the GIL,
 that call's TensorFlow thread included, so the destructor waits forever (seen with image streams
-at both exits, cached streams' tf.data exit, and a bare `Dataset.map(numpy_function)`). An atexit handler runs before finalization, while those threads
-can still take the GIL: it drops each live iterator's resource, whose destructor (run with the GIL
-released) lets the calls finish. Every tf.data iterator of the process is released, after which
-it raises if used: finalization would destroy each of them anyway.
+at both exits, cached streams' tf.data exit, and a bare `Dataset.map(numpy_function)`). An
+atexit handler runs before finalization, while those threads can still take the GIL: it drops
+each live iterator's resource, whose destructor (run with the GIL released) lets the calls
+finish. Every tf.data iterator of the process is released, after which it raises if used:
+finalization would destroy each of them anyway.
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ episodes, not steps), and each block's row indices are computed with a few numpy
 episodes in a seeded random order per pass), where c_i is the mix schedule and start_i its
 running sum; the block's permutation is seeded by b and applied in place to its rows (numpy's
 Fisher-Yates). The numpy exit calls it in a plain loop in the consumer's own thread (no tf.data
-element, no thread), or, opted into, has a worker process draw blocks ahead (block_draw); the
-tf.data exit maps it over `Dataset.range` (a range position is all a tf.train.Checkpoint needs to
-resume), in tf.data's threads already, its speed bound by a graph loop's per-batch GetNext, not
-by the draw. Exhaustion (STOP, DROP) and equal unit counts per shard (`limit`) cut the stream as
+element, no thread), or, by default on two cores or more, has a worker process draw blocks
+ahead (block_draw); the tf.data exit maps it over `Dataset.range` (a range position is all a
+tf.train.Checkpoint needs to resume), in tf.data's threads already, its speed bound by a graph
+loop's per-batch GetNext, not by the draw. Exhaustion (STOP, DROP) and equal unit counts per shard (`limit`) cut the stream as
 `pipeline._mix_blocks` and `pipeline._truncate` do for streams read from files.
 
 Where a cached CartPole step's CPU goes (issue 21; perf over the numpy exit in steady state,
