@@ -316,17 +316,20 @@ def _write_datasets(work_dir: str, episodes: int, image_episodes: int, cartpole_
 
 
 def _rates(dataset, steps_per_element: float, seconds: float, min_steps: int = 0,
-           warmup: int = 1, modes: tuple[str, ...] = ('graph', 'python')) -> dict[str, float]:
+           warmup: int = 1, modes: tuple[str, ...] = ('graph', 'python'),
+           repeat: bool = True) -> dict[str, float]:
   """Steady-state steps/s: in graph (a tf.function loop) and in a Python loop, on one iterator;
   `<mode>_cpu_ns` is the process's CPU time (all threads) per step.
 
   `warmup` elements are read untimed first (files opened, functions traced, shuffle buffers
   filled). Each mode then reads for at least `seconds` and `min_steps` steps, in chunks that grow
   to a tenth of `seconds` (one function call per chunk in graph mode), and divides all the steps by
-  all the time: stalls (a buffer refilling) and bursts (a buffer draining) both count.
+  all the time: stalls (a buffer refilling) and bursts (a buffer draining) both count. `repeat`:
+  False for a stream's own tf.data exit, which never ends, iterated as a user iterates it
+  (`.repeat()` would make a plain tf.data dataset of it, without its synchronous GetNext).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  iterator = iter(dataset.repeat())
+  iterator = iter(dataset.repeat() if repeat else dataset)
 
   @tf.function
   def drain(count):
@@ -485,6 +488,7 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
   from rlds_suite import streams
   from rlds_suite.core import fields  # pylint: disable=g-import-not-at-top
   from rlds_suite.streams import reading  # pylint: disable=g-import-not-at-top
+  from rlds_suite.streams import sync_exit  # pylint: disable=g-import-not-at-top
   from rlds_suite.tfds import datasets  # pylint: disable=g-import-not-at-top
   results = {}
   for name in args.datasets:
@@ -531,19 +535,21 @@ def _measure(dirs: dict[str, str], args) -> dict[str, dict[str, float]]:
         streams.as_numpy(ours), BATCH, seconds, min_steps=4 * buffered, warmup=block // BATCH)
     rates['ours_cores'] = rates['ours'] * rates['ours_cpu_ns'] / 1e9
     exit_rates = _rates(ours.dataset, BATCH, seconds, min_steps=4 * buffered,
-                        warmup=block // BATCH)
+                        warmup=block // BATCH, repeat=False)
     rates.update(ours_tf_graph=exit_rates['graph'], ours_tf_python=exit_rates['python'],
                  ours_tf_graph_cpu_ns=exit_rates['graph_cpu_ns'])
     # The fastest a graph loop takes batches of this structure: one of the stream's batches held
-    # in memory and handed out again and again (each IteratorGetNext runs on tf.data's thread and
-    # wakes the loop's); no tf.data exit hands out batches faster.
-    held = _rates(ours.dataset.take(1).cache().repeat(), BATCH, seconds, modes=('graph',))
+    # in memory and handed out again and again, through the exit's synchronous GetNext
+    # (streams.sync_exit); no tf.data exit hands out batches faster.
+    held = _rates(sync_exit.SyncExitDataset(ours.dataset.take(1).cache().repeat()), BATCH,
+                  seconds, modes=('graph',), repeat=False)
     rates.update(graph_held_batch=held['graph'], graph_held_batch_cpu_ns=held['graph_cpu_ns'])
     # Later epochs: the cache was filled when the stream was made.
     rates['cached'], rates['cached_cpu_ns'] = _numpy_rate(
         streams.as_numpy(cached), BATCH, seconds, min_steps=4 * block, warmup=block // BATCH)
     rates['cached_tf_graph'] = _rates(cached.dataset, BATCH, seconds, min_steps=4 * block,
-                                      warmup=block // BATCH, modes=('graph',))['graph']
+                                      warmup=block // BATCH, modes=('graph',),
+                                      repeat=False)['graph']
     if name != 'image_like':  # Row blocks drawn in the consumer's thread (draw_worker=False).
       rates['cached_inline'], rates['cached_inline_cpu_ns'] = _numpy_rate(
           streams.as_numpy(cached, draw_worker=False), BATCH, seconds, min_steps=4 * block,

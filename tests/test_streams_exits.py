@@ -15,6 +15,7 @@ from rlds_suite.core import fields
 from rlds_suite import streams
 from rlds_suite.streams import exits
 from rlds_suite.streams import reading
+from rlds_suite.streams import sync_exit
 
 from tests import streams_data
 
@@ -41,6 +42,57 @@ def test_numpy_and_tf_exits_give_the_same_batches(directory, shuffle, drop_remai
       np.testing.assert_array_equal(a[key], b[key], err_msg=key)
   sizes = [len(b[fields.REWARD]) for b in from_numpy]
   assert all(s == 4 for s in sizes[:-1]) and (sizes[-1] == 4 or not drop_remainder)
+
+
+def _graph_ops(function, *args) -> set[str]:
+  return {op.type for op in function.get_concrete_function(*args).graph.get_operations()}
+
+
+@pytest.mark.parametrize('cache', [False, True])
+def test_the_tf_exit_in_a_tf_function_takes_batches_synchronously(directory, tmp_path, cache):
+  """In a graph the exit's get_next is IteratorGetNextSync (no thread wake-up a batch), with the
+  numpy exit's batches; an iterator passed into a tf.function (as Keras passes it) stays one."""
+  make = lambda: streams.stream([directory], unit=streams.Transitions(), batch_size=4, seed=3,
+                                shuffle=streams.Shuffle(4, 24), cache_dir=tmp_path if cache else None,
+                                mix=streams.Mix(exhaustion=streams.Exhaustion.STOP))
+  from_numpy = list(streams.as_numpy(make()))
+  iterator = iter(make().dataset)
+  assert isinstance(iterator, sync_exit.SyncIterator)
+  take_closed_over = tf.function(lambda: iterator.get_next())
+  take_passed = tf.function(lambda it: it.get_next())
+  for ops in (_graph_ops(take_closed_over), _graph_ops(take_passed, iterator)):
+    assert 'IteratorGetNextSync' in ops and 'IteratorGetNext' not in ops
+  from_graph = [take_closed_over() if i % 2 else take_passed(iterator)
+                for i in range(len(from_numpy))]
+  for a, b in zip(from_numpy, from_graph):
+    for key in (fields.OBSERVATION, fields.REWARD, streams.EPOCH):
+      np.testing.assert_array_equal(a[key], b[key].numpy(), err_msg=key)
+  with pytest.raises(tf.errors.OutOfRangeError):
+    take_closed_over()
+
+
+_DRAIN_WITH_ONE_INTER_OP_THREAD = """
+import sys
+import tensorflow as tf
+tf.config.threading.set_inter_op_parallelism_threads(1)
+from rlds_suite import streams
+for cache_dir in (None, sys.argv[2]):
+  iterator = iter(streams.stream([sys.argv[1]], batch_size=4, seed=0, cache_dir=cache_dir).dataset)
+  drain = tf.function(lambda n: tf.while_loop(
+      lambda i: i < n, lambda i: (iterator.get_next(), i + 1)[1], [tf.constant(0)]))
+  print(int(drain(tf.constant(500))[0]), flush=True)
+  del drain, iterator  # Not left to finalization (a function holding a pipeline hangs it there).
+"""
+
+
+def test_the_synchronous_exit_needs_no_free_inter_op_thread(directory, tmp_path):
+  """IteratorGetNextSync blocks the graph's thread while a batch is made: with a single inter-op
+  thread, the stream (uncached, and cached, whose blocks are drawn by a numpy_function) must still
+  make its batches on tf.data's own threads, not wait for that one."""
+  done = subprocess.run([sys.executable, '-c', _DRAIN_WITH_ONE_INTER_OP_THREAD, str(directory),
+                         str(tmp_path / 'cache')], capture_output=True, text=True, timeout=120,
+                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+  assert done.returncode == 0 and done.stdout.split() == ['500', '500'], done.stderr[-2000:]
 
 
 def test_batches_span_blocks_like_rebatch():

@@ -32,6 +32,7 @@ import tensorflow_datasets as tfds
 from rlds_suite.core import read_ahead
 from rlds_suite.streams import budget as budget_lib
 from rlds_suite.streams import reading
+from rlds_suite.streams import sync_exit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +57,10 @@ class Stream:
   def dataset(self) -> tf.data.Dataset:
     """The tf.data exit: the blocks rebatched inside tf.data (for TensorFlow loops and
     tf.train.Checkpoint). No prefetch after the rebatch: a batch is a slice cut in the consumer's
-    GetNext, and only a block crosses threads."""
-    return self.blocks.rebatch(self.batch_size, drop_remainder=self.drop_remainder)
+    GetNext, and only a block crosses threads; in a tf.function that GetNext is the synchronous
+    kernel (streams.sync_exit), so a batch costs no thread wake-up."""
+    return sync_exit.SyncExitDataset(
+        self.blocks.rebatch(self.batch_size, drop_remainder=self.drop_remainder))
 
   @property
   def description(self) -> str:
