@@ -45,9 +45,12 @@ print('exiting', flush=True)
 
 # The same for a cached stream's tf.data exit: its blocks are drawn by a Python function mapped
 # over Dataset.range (streams.row_blocks), slowed once a batch is out. (2 of 10 such exits hung,
-# unslowed, before the release was registered there.)
+# unslowed, before the release was registered there.) Batches are taken eagerly, or by a
+# tf.function that closes over the iterator and so holds its resource handle to the end (issue
+# #21's training loop: that exit hung every time while only the iterator's reference was dropped).
 _EXIT_WITH_A_CACHED_BLOCK_IN_FLIGHT = '''
 import sys, threading, time
+import tensorflow as tf
 from rlds_suite import streams
 from rlds_suite.streams import row_blocks
 slowed, draw, slow = [0], row_blocks.RowBlocks.__call__, threading.Event()
@@ -61,10 +64,11 @@ def slow_draw(self, block):
 row_blocks.RowBlocks.__call__ = slow_draw
 stream = streams.stream([sys.argv[1]], batch_size=2, seed=0, cache_dir=sys.argv[2])
 batches = iter(stream.dataset)
-next(batches)
+take = (lambda: next(batches)) if sys.argv[3] == 'eager' else tf.function(batches.get_next)
+take()
 slow.set()
 while not slowed[0]:  # Blocks drawn ahead are taken until one is drawn slowly; more follow it.
-  next(batches)
+  take()
 print('exiting', flush=True)
 '''
 
@@ -93,12 +97,16 @@ def test_exit_with_a_frame_decode_in_flight_does_not_hang(tmp_path):
   assert done.returncode == 0 and 'exiting' in done.stdout, done.stderr[-2000:]
 
 
+def _python_calls_dataset(calls: list) -> tf.data.Dataset:
+  """1000 elements, each made by a Python call that `calls` records."""
+  return tf.data.Dataset.range(1000).map(
+      lambda x: tf.numpy_function(lambda v: calls.append(v) or v, [x], tf.int64),
+      num_parallel_calls=2).prefetch(2)
+
+
 def test_a_released_iterator_ends_its_pipeline_and_raises_if_used():
   calls = []
-  dataset = tf.data.Dataset.range(1000).map(
-      lambda x: tf.numpy_function(lambda v: calls.append(v) or v, [x], tf.int64),
-      num_parallel_calls=2)
-  iterator = iter(dataset)
+  iterator = iter(_python_calls_dataset(calls))
   assert int(next(iterator)) == 0
   assert any(found is iterator for found in iterator_exit.live_iterators())
   assert iterator_exit.release([iterator]) == 1
@@ -109,10 +117,28 @@ def test_a_released_iterator_ends_its_pipeline_and_raises_if_used():
   assert len(calls) == made and iterator_exit.release([iterator]) == 0
 
 
-def test_exit_with_a_cached_block_in_flight_does_not_hang(tmp_path):
+@pytest.mark.parametrize('taken_by', ['eager', 'tf.function'])
+def test_exit_with_a_cached_block_in_flight_does_not_hang(tmp_path, taken_by):
   done = _run_child(_EXIT_WITH_A_CACHED_BLOCK_IN_FLIGHT, _frames_dataset(tmp_path),
-                    str(tmp_path / 'cache'))
+                    str(tmp_path / 'cache'), taken_by)
   assert done.returncode == 0 and 'exiting' in done.stdout, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize('made_from', ['dataset', 'components'])
+def test_a_released_iterator_ends_its_pipeline_for_a_tf_function_holding_its_handle(made_from):
+  calls = []
+  dataset = _python_calls_dataset(calls)
+  iterator = iter(dataset)
+  if made_from == 'components':  # As a tf.function returns one: no dataset to take a structure.
+    iterator = type(iterator)(components=[iterator._iterator_resource],
+                              element_spec=iterator.element_spec)
+  take = tf.function(iterator.get_next)  # Captures the resource handle.
+  assert int(take()) == 0
+  assert iterator_exit.release([iterator]) == 1
+  made = len(calls)
+  with pytest.raises(tf.errors.OutOfRangeError):
+    take()
+  assert made < 1000 and len(calls) == made  # Cancelled and ended, not drained.
 
 
 # A cached stream's numpy exit with its blocks drawn ahead by a worker process, left open at exit.
