@@ -203,6 +203,25 @@ ratio: "met" at such a load is not a quiet machine's. On a quiet machine (3 roun
 draw worker 1.25x [1.16-1.34], inline 0.68x [0.56-0.80], lean bound 1.32x. So the worker is now
 `as_numpy`'s default on two cores or more: "cached" is that default path (the worker starting
 while the stream is read, as a user gets it), "cached_inline" is draw_worker=False.
+
+The tf.data exit's synchronous GetNext (issue 21, streams.sync_exit): in a tf.function,
+`iterator.get_next()` was tf.data's asynchronous kernel, one thread wake-up a batch (a held
+batch: 22.6 vs 5.5 us with IteratorGetNextSync). `stream.dataset`'s iterator now emits the
+synchronous kernel, and the rates above iterate `stream.dataset` itself (a `.repeat()` around it
+would make a plain dataset); graph_held_batch goes through the same kernel. Paired prototype
+(3 rounds, load 1-2): 0.87-1.06x `as_numpy` against 0.57-0.72x (cartpole_like), 0.93-1.19x against
+0.79-0.86x (d4rl_like). --quick, 3 rounds, load 0.8-1.4, every dataset: the tf.data exit 0.99x
+[0.88-1.09x] (cartpole_like), 1.00x [0.93-1.01x] (d4rl_like), 0.96x (image_like); uncached 0.19x
+[0.19-0.21x] and 0.32x [0.31-0.33x] the batched raw read; cached 0.77x [0.76-1.00x] (NOT met;
+0.84x [0.79-1.01x] in a run an hour before, load 0.8-1.6) and 1.60x; Keras fit 1.32x; frames
+2.01x the naive recipe at 0.50x its CPU, 0.94x the raw decode; memory 39 vs 47 MiB uncached, 4
+vs 4 MiB anonymous cached. Uncached cartpole_like, where a step's ~200 ns go (stage drains in
+one process, load ~1): the files read and counted 45-54 ns (the raw read 24-35), parsing ~41-54
+(one field alone 21-27: most of it is walking each Example), the block permutation ~45 (a perf
+profile: tf.gather's copies ~22% of the process's CPU). Removing both the per-file count and the
+permutation (not a design, a bound) gave 110-136 ns and 0.3x at best; the permutation taken by
+numpy at the exit instead (order drawn in tf.data) 176-213 vs 193-239 ns, and a parallel parse
+map no measurable change: the 0.3x target needs a compiled reader, not a rearrangement.
 """
 
 from __future__ import annotations
