@@ -221,7 +221,14 @@ one process, load ~1): the files read and counted 45-54 ns (the raw read 24-35),
 profile: tf.gather's copies ~22% of the process's CPU). Removing both the per-file count and the
 permutation (not a design, a bound) gave 110-136 ns and 0.3x at best; the permutation taken by
 numpy at the exit instead (order drawn in tf.data) 176-213 vs 193-239 ns, and a parallel parse
-map no measurable change: the 0.3x target needs a compiled reader, not a rearrangement.
+map no measurable change: the 0.3x target needs a compiled reader, not a rearrangement. The
+cached line's 0.77x above timed the draw worker's start: its first 0.25 s ran at 33-41M steps/s
+against 52-57M after (3 iterators). Numpy rates now warm up for NUMPY_WARMUP_SECONDS; then
+(cartpole_like and d4rl_like, 3 rounds, load 1.0-1.8): cached 1.11x [0.86-1.17x] and 2.14x
+[2.01-2.17x], uncached 0.20x [0.18-0.20x] and 0.38x [0.37-0.38x], the tf.data exit 1.05x
+[1.03-1.18x] and 1.09x [1.05-1.10x], Keras fit 1.37x [1.04-1.37x]. In steady state the worker
+still misses 11-35% of blocks (drawn inline; 146 us a block drawn, the consumer's own work
+~175 us), whatever its depth (4, 8 or 16 slots).
 """
 
 from __future__ import annotations
@@ -243,6 +250,10 @@ BATCH = 256
 SHARDS = 16  # Files of the 1x dataset compared for memory (the 10x one has ten times as many).
 # Most bytes of records in one element of the batched raw read (1024 state episodes: ~100 MiB).
 RAW_BATCH_BYTES = 256 << 20
+# Numpy exits are timed after at least this long: a cached stream's draw worker (a new process)
+# starts within its first 0.25 s, which ran at 33-41M CartPole-like steps/s against 52-57M after
+# (3 iterators, quiet machine); a 1 s --quick window timed that start as a tenth of the rate.
+NUMPY_WARMUP_SECONDS = 0.5
 DATASETS = ('d4rl_like', 'cartpole_like', 'image_like')  # Whose rates are measured, in order.
 
 
@@ -407,9 +418,14 @@ def _stop_load(load: list[subprocess.Popen]) -> None:
 def _numpy_rate(batches, steps_per_batch: int, seconds: float, min_steps: int = 0,
                 warmup: int = 1) -> tuple[float, float]:
   """Steady-state (steps/s, CPU ns per step) of a Python loop over numpy batches (what a
-  JAX/PyTorch loop sees), timed as `_rates` times its Python loop."""
+  JAX/PyTorch loop sees), timed as `_rates` times its Python loop, after `warmup` batches and at
+  least NUMPY_WARMUP_SECONDS (a cached stream's draw worker starts its process meanwhile)."""
+  start = time.perf_counter()
   for _ in range(warmup):
     next(batches)
+  while time.perf_counter() - start < NUMPY_WARMUP_SECONDS:
+    for _ in range(16):
+      next(batches)
   steps, start, cpu = 0, time.perf_counter(), time.process_time()
   while True:
     for _ in range(64):
