@@ -15,7 +15,11 @@ def test_stream_command_over_a_registered_directory(tmp_path, capsys):
   out = capsys.readouterr().out
   summary = json.loads(out.strip().splitlines()[-1])
   assert (summary['batches'], summary['units']) == (3, 12)
-  assert 'next_observation' in out
+  # The batch's fields, one a line, readable (it printed a dict of TensorSpec reprs).
+  fields = out[out.index('batch fields:\n'):].splitlines()[1:-1]
+  assert fields == ['  observation: float32[4, 3]', '  action: float32[4, 2]', '  reward: float32[4]',
+                    '  discount: float32[4]', '  next_observation: float32[4, 3]',
+                    '  is_terminal: bool[4]', '  epoch: int64[4]', '  dataset_index: int32[4]']
 
 
 def test_unresolvable_entry_fails_with_the_typed_error(capsys):

@@ -7,10 +7,21 @@ import itertools
 import json
 import sys
 import time
+from typing import Any
 
 from rlds_suite.core import errors
+from rlds_suite.core import nested
 
 UNITS = ('steps', 'transitions', 'n_step', 'windows', 'pairs')
+
+
+def describe_spec(spec: Any) -> str:
+  """A batch's fields, one a line in the stream's order: `  observation: float32[256, 4]` (None
+  for a dimension that varies, such as a last batch's size)."""
+  lines = ['batch fields:']
+  for path, field in nested.flatten_paths(spec).items():
+    lines.append(f'  {path}: {field.dtype.name}{field.shape.as_list()}')
+  return '\n'.join(lines)
 
 
 def register(subparsers) -> None:
@@ -87,7 +98,7 @@ def run(args) -> int:
     print(f'error: {e}', file=sys.stderr)
     return 2
   print(stream.description)
-  print(stream.element_spec)
+  print(describe_spec(stream.element_spec))
   start, batches, units = time.perf_counter(), 0, 0
   for batch in itertools.islice(streams.as_numpy(stream), args.take):
     batches += 1
