@@ -94,6 +94,38 @@ def test_the_synchronous_exit_needs_no_free_inter_op_thread(directory, tmp_path)
   assert done.returncode == 0 and done.stdout.split() == ['500', '500'], done.stderr[-2000:]
 
 
+_MIRRORED = """
+import sys
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices('CPU')[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from rlds_suite import streams
+for cache_dir in (None, sys.argv[2]):
+  make = lambda: streams.stream([sys.argv[1]], unit=streams.Transitions(), batch_size=8, seed=0,
+                                cache_dir=cache_dir)
+  expected = [b['reward'] for b, _ in zip(streams.as_numpy(make()), range(4))]
+  for devices in (['/cpu:0'], ['/cpu:0', '/cpu:1']):
+    strategy = tf.distribute.MirroredStrategy(devices)
+    batches = strategy.experimental_distribute_dataset(make().dataset)
+    for want, (got, _) in zip(expected, zip(batches, range(4))):
+      parts = [p.numpy() for p in strategy.experimental_local_results(got['reward'])]
+      assert [len(p) for p in parts] == [8 // len(devices)] * len(devices), [len(p) for p in parts]
+      np.testing.assert_array_equal(np.concatenate(parts), want)
+print('ok', flush=True)
+"""
+
+
+def test_tf_distribute_splits_the_streams_batches_across_replicas(directory, tmp_path):
+  """A MirroredStrategy (one device, and two) hands each replica its share of the numpy exit's
+  batches: its auto-shard rewrite dropped the exit's rebatch, so even one device got whole
+  blocks where the element spec said batches (a stream shards itself: auto-sharding is off)."""
+  done = subprocess.run([sys.executable, '-c', _MIRRORED, str(directory), str(tmp_path / 'cache')],
+                        capture_output=True, text=True, timeout=120,
+                        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+  assert done.returncode == 0 and done.stdout.split() == ['ok'], done.stderr[-2000:]
+
+
 def test_batches_span_blocks_like_rebatch():
   blocks = [{'x': np.arange(0, 5)}, {'x': np.arange(5, 12)}, {'x': np.arange(12, 13)}]
   got = [b['x'].tolist() for b in exits.cut_batches(iter(blocks), 4, drop_remainder=False)]

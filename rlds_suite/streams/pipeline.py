@@ -501,8 +501,12 @@ def _unit_spec(unit: units_lib.Unit, step_spec: Mapping[str, Any],
 def _options(memory_budget: int, external_state: bool) -> tf.data.Options:
   """Map fusion joins consecutive per-group maps (parsing, cutting units) into one hand-off.
   tf.data's own buffers are not grown past the budget (no injected prefetches, autotune's RAM
-  budget); a cache's reads carry no state that a checkpoint must save."""
+  budget); a cache's reads carry no state that a checkpoint must save. tf.distribute does not
+  auto-shard it: a stream shards itself (`num_shards`, `shard_index`), and the auto-shard rewrite
+  dropped the exit's rebatch (a MirroredStrategy, even of one device, got whole blocks where the
+  element spec said batches)."""
   options = tf.data.Options()
+  options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
   options.experimental_optimization.map_fusion = True
   options.experimental_optimization.inject_prefetch = False
   options.autotune.ram_budget = int(memory_budget)
