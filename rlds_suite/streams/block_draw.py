@@ -23,6 +23,7 @@ import atexit
 import mmap
 import os
 import pickle
+import select
 import signal
 import struct
 import subprocess
@@ -40,7 +41,8 @@ DEPTH = 4
 # Blocks without requests after a worker missed `depth` in a row (starved: the cores busy), first
 # and at most: then it sleeps, woken by no request, until a request finds it in time again.
 PAUSE = (16, 1024)
-_HEADER = 8  # Bytes of shared memory before the slots: the position.
+# Seconds the consumer waits for a block the worker is drawing, after drawing one ahead meanwhile.
+WAIT = 0.001
 _MESSAGE = struct.Struct('<qq')  # Request (block, slot); reply (block, units or -1 if skipped).
 # Starts a worker: this file loaded by path (not as part of rlds_suite, which imports TensorFlow).
 _BOOT = ('import importlib.util, sys\n'
@@ -182,13 +184,12 @@ class _Worker:
     capacity = max(draw.max_units, 1)
     shared_fd = os.memfd_create('rlds_suite_block_draw')
     self._fds.append(shared_fd)
-    size = _HEADER + depth * 24 * capacity
+    size = _header(depth) + depth * 24 * capacity
     os.ftruncate(shared_fd, size)
     self._shared = mmap.mmap(shared_fd, size)
-    # The first block still wanted: the worker skips those below it (drawn here meanwhile).
-    self._position = np.frombuffer(self._shared, np.int64, 1, 0)
-    slots = np.frombuffer(self._shared, np.int64, 3 * depth * capacity, _HEADER)
-    self.slots = slots.reshape(depth, 3, capacity)  # Per slot: first rows, datasets, passes.
+    self._position, self._begun, self._stolen, self.slots = _shared_arrays(
+        self._shared, depth, capacity)
+    self._begun[0], self._stolen[:] = -1, -1
     request_read, self._requests = os.pipe()
     self._replies, reply_write = os.pipe()
     self._fds += [self._requests, self._replies]
@@ -215,8 +216,23 @@ class _Worker:
       view = view[os.write(self._requests, view):]
 
   def claim(self, block: int) -> None:
-    """Has the worker skip `block` and those before it, unless it has begun drawing them."""
-    self._position[0] = block + 1
+    """Has the worker skip the blocks before `block`, unless it has begun drawing them."""
+    self._position[0] = block
+
+  def begun(self) -> int:
+    """The last block the worker began (drawing or skipping it); -1 before its first."""
+    return int(self._begun[0])
+
+  def steal(self, block: int, slot: int) -> bool:
+    """Has the worker skip requested `block` (in `slot`), to be drawn here; False where it has
+    begun it already (then either may draw it, or neither: a block not served is drawn inline).
+    Each side writes its word, then reads the other's, so at most a race draws it twice."""
+    self._stolen[slot] = block
+    return self.begun() < block
+
+  def wait(self, seconds: float) -> None:
+    """Until a reply arrives (or the worker ends), at most `seconds`."""
+    select.select([self._replies], [], [], seconds)
 
   def request(self, block: int, slot: int) -> None:
     self._write(_MESSAGE.pack(block, slot))
@@ -254,16 +270,36 @@ _live: 'weakref.WeakSet[_Worker]' = weakref.WeakSet()
 atexit.register(lambda: [worker.close() for worker in list(_live)])
 
 
+def _header(depth: int) -> int:
+  """Bytes of shared memory before the slots: the position, the block begun, each slot's steal."""
+  return 16 + 8 * depth
+
+
+def _shared_arrays(memory: mmap.mmap, depth: int, capacity: int) -> tuple[np.ndarray, ...]:
+  """Views of the shared memory: the first block still wanted (the worker skips those below
+  it: drawn by the consumer), the last block the worker began, per slot the block stolen from it
+  (the consumer draws it; -1 none), and the slots ([depth, 3, capacity]: first rows, datasets,
+  passes)."""
+  words = np.frombuffer(memory, np.int64, 2 + depth, 0)
+  slots = np.frombuffer(memory, np.int64, 3 * depth * capacity, _header(depth))
+  return words[0:1], words[1:2], words[2:], slots.reshape(depth, 3, capacity)
+
+
 def drawn_ahead(draw: BlockDraw, blocks: Iterable[int],
                 depth: int = DEPTH) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
   """`draw(block)` for each of `blocks` (consecutive, from 0), drawn ahead by a worker process
   where it has finished one in time, else here. A block's first rows may be a view of shared
-  memory, valid until the next block is asked for; its tags are the caller's own arrays."""
+  memory, valid until the next block is asked for; its tags are the caller's own arrays.
+
+  A block the worker is drawing when it is reached is not drawn twice: the consumer steals the
+  furthest block requested that the worker has not begun, draws it (kept for its turn), then
+  waits for the worker's (at most `WAIT`, then draws it too: the worker starved or gone)."""
   try:
     worker: Optional[_Worker] = _Worker(draw, depth)
   except (OSError, AttributeError, subprocess.SubprocessError):  # No memfd, no interpreter.
     worker = None
   free, ready, requested, ahead = list(range(depth)), {}, {}, 0
+  kept = {}  # Blocks stolen from the worker's requests, drawn here ahead of their turn.
   misses, pause, resume = 0, PAUSE[0], 0  # Blocks it missed in a row; no requests before resume.
 
   def receive(block: int) -> bool:
@@ -273,10 +309,27 @@ def drawn_ahead(draw: BlockDraw, blocks: Iterable[int],
       return False
     for done, units in replies:
       slot = requested.pop(done)
-      if units < 0 or done < block:  # Skipped by the worker, or drawn here meanwhile.
+      if units < 0 or done < block or done in kept:  # Skipped, or drawn here meanwhile.
         free.append(slot)
       else:
         ready[done] = (slot, units)
+    return True
+
+  def share(block: int) -> bool:
+    """Requested `block`, not yet replied: the worker's, where it has begun it (drawing one
+    ahead here meanwhile), else claimed to be drawn here. False once the worker has ended."""
+    if worker.begun() < block:
+      worker.claim(block + 1)
+      if worker.begun() < block:  # Read after the claim: it skips `block`.
+        return True
+    stealable = [b for b in requested if b > block and b not in kept]
+    if stealable and worker.steal(max(stealable), requested[max(stealable)]):
+      kept[max(stealable)] = draw(max(stealable))
+    if not receive(block):
+      return False
+    if block in requested:
+      worker.wait(WAIT)
+      return receive(block)
     return True
 
   try:
@@ -286,7 +339,11 @@ def drawn_ahead(draw: BlockDraw, blocks: Iterable[int],
           alive = receive(block)
           if alive:
             worker.claim(block)
-            if block in requested:  # Not drawn in time: after `depth` such, a pause.
+            if block in requested and block not in kept:
+              alive = share(block)
+          if alive:
+            if block in requested and block not in kept:  # Not drawn in time: after `depth`
+              worker.claim(block + 1)  # such, a pause.
               misses += 1
               if misses >= depth:
                 misses, pause, resume = 0, min(2 * pause, PAUSE[1]), block + pause
@@ -303,7 +360,9 @@ def drawn_ahead(draw: BlockDraw, blocks: Iterable[int],
           worker.close()
           worker = None
           ready.clear()
-      if block in ready:
+      if block in kept:
+        yield kept.pop(block)
+      elif block in ready:
         misses, pause = 0, PAUSE[0]
         slot, units = ready.pop(block)
         first, datasets, epochs = worker.slots[slot, :, :units]
@@ -344,13 +403,12 @@ def serve(requests: int, replies: int, shared: int, size: int) -> None:
     state = pickle.loads(state)
     draw = BlockDraw(**state['arguments'])
     memory = mmap.mmap(shared, size)
-    position = np.frombuffer(memory, np.int64, 1, 0)
-    slots = np.frombuffer(memory, np.int64, 3 * state['depth'] * state['capacity'],
-                          _HEADER).reshape(state['depth'], 3, state['capacity'])
+    position, begun, stolen, slots = _shared_arrays(memory, state['depth'], state['capacity'])
     while (message := read(_MESSAGE.size)) is not None:
       block, slot = _MESSAGE.unpack(message)
       units = -1
-      if block >= position[0]:
+      begun[0] = block  # Written before reading the consumer's words (see _Worker.steal).
+      if block >= position[0] and stolen[slot] != block:
         first, datasets, epochs = draw(block)
         units = len(first)
         slots[slot, 0, :units] = first
