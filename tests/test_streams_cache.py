@@ -327,6 +327,34 @@ def test_blocks_drawn_by_a_worker_equal_blocks_drawn_inline(tmp_path):
   assert _gone([worker])
 
 
+def test_draw_worker_skips_a_block_stolen_before_it_begins_it(tmp_path):
+  """The steal protocol (issue 21): a requested block the consumer stole before the worker began
+  it is skipped (replied -1, drawn once: by the consumer), one not stolen is drawn into its slot,
+  and the worker says which block it began last (the consumer steals only blocks beyond it)."""
+  stream = _mix_stream(tmp_path)
+  fn = stream.numpy_blocks
+  draw = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__)))[
+      'row_blocks']._draw
+  worker = block_draw._Worker(draw, 3)
+  try:
+    assert worker.begun() == -1
+    assert worker.steal(1, 1)  # Not begun: the worker skips it.
+    for block, slot in ((0, 0), (1, 1), (2, 2)):
+      worker.request(block, slot)
+    replies, deadline = [], time.monotonic() + 60
+    while len(replies) < 3 and time.monotonic() < deadline:
+      worker.wait(0.1)
+      replies += worker.replies() or []
+    assert [(b, u >= 0) for b, u in replies] == [(0, True), (1, False), (2, True)]
+    assert worker.begun() == 2 and not worker.steal(2, 2)  # Begun already: not stolen.
+    for block, slot in ((0, 0), (2, 2)):
+      units = dict(replies)[block]
+      for got, want in zip(worker.slots[slot, :, :units], draw(block)):
+        np.testing.assert_array_equal(got, want)
+  finally:
+    worker.close()
+
+
 def test_draw_worker_gives_the_same_batches_and_ends_with_its_iterator(tmp_path):
   plain = [b for _, b in zip(range(60), streams.as_numpy(_mix_stream(tmp_path),
                                                          draw_worker=False))]
