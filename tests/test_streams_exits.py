@@ -53,7 +53,8 @@ def test_the_tf_exit_in_a_tf_function_takes_batches_synchronously(directory, tmp
   """In a graph the exit's get_next is IteratorGetNextSync (no thread wake-up a batch), with the
   numpy exit's batches; an iterator passed into a tf.function (as Keras passes it) stays one."""
   make = lambda: streams.stream([directory], unit=streams.Transitions(), batch_size=4, seed=3,
-                                shuffle=streams.Shuffle(4, 24), cache_dir=tmp_path if cache else None,
+                                shuffle=streams.Shuffle(4, 24),
+                                cache_dir=tmp_path if cache else None,
                                 mix=streams.Mix(exhaustion=streams.Exhaustion.STOP))
   from_numpy = list(streams.as_numpy(make()))
   iterator = iter(make().dataset)

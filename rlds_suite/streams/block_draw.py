@@ -13,12 +13,13 @@ it is drawing is not drawn twice: the consumer draws the furthest block requeste
 has not begun (stolen, kept for its turn), then waits for the worker's at most `WAIT` (issue 21,
 paired on cartpole_like at load 0.4-0.9: 51.1M steps/s [50.2..51.8] vs 45.0M [39.3..45.8],
 19.5 vs 22.2 ns of the consumer's CPU a step, 24% vs 41% of blocks drawn by the consumer; even
-with two busy loops: 1.01x [0.92..1.03]); once it has missed `depth` blocks in a row it is sent no requests for a while (`PAUSE`), since a starved
-worker woken every block slowed the consumer (0.59x vs 0.74x inline at load ~3.9; with the pause
-0.69x vs 0.73x at load ~3.5). It runs at nice 19 in its own session (autogroup niced too), to take
-idle cores only. A process per iterator (~29 MB resident, 15 of them its own), measured
-on this 2-core machine only (streams.row_blocks has the numbers). This module imports numpy and
-the standard library only: the worker loads it by path, without TensorFlow.
+with two busy loops: 1.01x [0.92..1.03]); once it has missed `depth` blocks in a row it is sent
+no requests for a while (`PAUSE`), since a starved worker woken every block slowed the consumer
+(0.59x vs 0.74x inline at load ~3.9; with the pause 0.69x vs 0.73x at load ~3.5). It runs at
+nice 19 in its own session (autogroup niced too), to take idle cores only. A process per
+iterator (~29 MB resident, 15 of them its own), measured on this 2-core machine only
+(streams.row_blocks has the numbers). This module imports numpy and the standard library only:
+the worker loads it by path, without TensorFlow.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from tensorflow.python.data.ops import dataset_ops  # pylint: disable=g-direct-t
 from tensorflow.python.data.ops import iterator_ops  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.data.util import structure  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.framework import ops  # pylint: disable=g-direct-tensorflow-import
-from tensorflow.python.framework import type_spec_registry  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.framework import type_spec_registry  # pylint: disable=g-direct-tensorflow-import,line-too-long
 from tensorflow.python.ops import gen_dataset_ops  # pylint: disable=g-direct-tensorflow-import
 
 
