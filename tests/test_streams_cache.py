@@ -286,14 +286,18 @@ def _mix_stream(tmp_path, **kwargs):
                         shuffle=streams.Shuffle(3, 12), cache_dir=tmp_path / 'cache', **kwargs)
 
 
+def _block_draw(stream) -> block_draw.BlockDraw:
+  """The BlockDraw behind a cached stream's numpy blocks (its RowBlocks, held by the closure)."""
+  fn = stream.numpy_blocks
+  return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__)))[
+      'row_blocks']._draw
+
+
 def test_blocks_drawn_by_a_worker_equal_blocks_drawn_inline(tmp_path):
   """The worker draws the very blocks the consumer would (slots of shared memory read in place);
   a block it has not finished in time, while it starts or while it is starved, is drawn inline,
   and a starved worker is used again once it runs."""
-  stream = _mix_stream(tmp_path)
-  fn = stream.numpy_blocks
-  draw = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__)))[
-      'row_blocks']._draw
+  draw = _block_draw(_mix_stream(tmp_path))
   ahead = block_draw.drawn_ahead(draw, itertools.count())
 
   def served(got, block: int) -> bool:
@@ -331,10 +335,7 @@ def test_draw_worker_skips_a_block_stolen_before_it_begins_it(tmp_path):
   """The steal protocol (issue 21): a requested block the consumer stole before the worker began
   it is skipped (replied -1, drawn once: by the consumer), one not stolen is drawn into its slot,
   and the worker says which block it began last (the consumer steals only blocks beyond it)."""
-  stream = _mix_stream(tmp_path)
-  fn = stream.numpy_blocks
-  draw = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__)))[
-      'row_blocks']._draw
+  draw = _block_draw(_mix_stream(tmp_path))
   worker = block_draw._Worker(draw, 3)
   try:
     assert worker.begun() == -1

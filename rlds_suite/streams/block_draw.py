@@ -327,9 +327,9 @@ def drawn_ahead(draw: BlockDraw, blocks: Iterable[int],
       worker.claim(block + 1)
       if worker.begun() < block:  # Read after the claim: it skips `block`.
         return True
-    stealable = [b for b in requested if b > block and b not in kept]
-    if stealable and worker.steal(max(stealable), requested[max(stealable)]):
-      kept[max(stealable)] = draw(max(stealable))
+    furthest = max((b for b in requested if b > block and b not in kept), default=None)
+    if furthest is not None and worker.steal(furthest, requested[furthest]):
+      kept[furthest] = draw(furthest)
     if not receive(block):
       return False
     if block in requested:

@@ -12,9 +12,10 @@ running sum; the block's permutation is seeded by b and applied in place to its 
 Fisher-Yates). The numpy exit calls it in a plain loop in the consumer's own thread (no tf.data
 element, no thread), or, by default on two cores or more, has a worker process draw blocks
 ahead (block_draw); the tf.data exit maps it over `Dataset.range` (a range position is all a
-tf.train.Checkpoint needs to resume), in tf.data's threads already, its speed bound by a graph
-loop's per-batch GetNext, not by the draw. Exhaustion (STOP, DROP) and equal unit counts per shard (`limit`) cut the stream as
-`pipeline._mix_blocks` and `pipeline._truncate` do for streams read from files.
+tf.train.Checkpoint needs to resume), drawing in tf.data's threads with no worker (0.28-0.41x
+the numpy exit's rate in benchmarks/stream.py --quick, quiet machine). Exhaustion (STOP, DROP)
+and equal unit counts per shard (`limit`) cut the stream as `pipeline._mix_blocks` and
+`pipeline._truncate` do for streams read from files.
 
 Where a cached CartPole step's CPU goes (issue 21; perf over the numpy exit in steady state,
 blocks of 10,240 units, ~30 ns a step): the shuffle ~9 ns (Generator.shuffle: PCG64 draws and a
@@ -165,9 +166,10 @@ class RowBlocks:
     two, making blocks two at a time) costs more CPU a step than it overlaps. By default on two
     cores or more (`as_numpy(..., draw_worker=None)`), a worker process draws them ahead on an
     idle core (`block_draw.drawn_ahead`); the same blocks."""
+    values = self.values(gather)
     indices = lambda: itertools.count() if self.num_blocks is None else range(self.num_blocks)
     return exits.InlineBlocks(
-        (nested.unflatten_paths(gather(self(index))) for index in indices()),
+        (nested.unflatten_paths(values(index)) for index in indices()),
         drawn_ahead=lambda: (nested.unflatten_paths(gather(self._flat(*drawn)))
                              for drawn in block_draw.drawn_ahead(self._draw, indices())))
 
