@@ -64,6 +64,7 @@ from rlds_suite.streams import catalog as catalog_lib
 from rlds_suite.streams import exits
 from rlds_suite.streams import reading
 from rlds_suite.streams import row_blocks as row_blocks_lib
+from rlds_suite.streams import row_order
 from rlds_suite.streams import units as units_lib
 from rlds_suite.tfds import datasets as datasets_lib
 
@@ -207,11 +208,12 @@ def _empty(spec: Any) -> Any:
       lambda s: tf.zeros([0] + [d or 0 for d in s.shape.as_list()[1:]], s.dtype), spec)
 
 
-def _permuted(seed: Optional[int]):
+def _permuted(seed: Optional[int], compiled: bool):
   """Block index, block, [datasets] units each dataset gave it (its pieces, in dataset order) ->
   the block's units in a seeded random order (uniform over all orders, seeded per block;
-  unchanged without shuffling), tagged with DATASET_INDEX: computed from the order and the piece
-  sizes, one search per unit, where a gathered tag costs as much as any other field.
+  unchanged without shuffling; `compiled`: taken by XLA's gather, streams.row_order), tagged with
+  DATASET_INDEX: computed from the order and the piece sizes, one search per unit, where a
+  gathered tag costs as much as any other field.
 
   Measured and not kept (issue 21): the numpy exit reading blocks unpermuted and taking every
   field itself (np.take, ~13 ns a CartPole step in a perf profile against tf.gather's ~45; the
@@ -224,7 +226,7 @@ def _permuted(seed: Optional[int]):
     if seed is not None:
       order = tf.random.experimental.stateless_shuffle(
           order, seed=tf.stack([tf.constant(seed, tf.int64), index]))
-      block = tf.nest.map_structure(lambda t: tf.gather(t, order), block)
+      block = row_order.take_rows(block, order, compiled)
     if sizes.shape[0] == 1:  # One dataset: no search.
       dataset = tf.zeros_like(order, tf.int32)
     else:
@@ -235,9 +237,10 @@ def _permuted(seed: Optional[int]):
 
 
 def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
-                exhaustion: Exhaustion, permute_seed: Optional[int]) -> tf.data.Dataset:
+                exhaustion: Exhaustion, permute_seed: Optional[int],
+                compiled: bool) -> tf.data.Dataset:
   """Permuted blocks of units: each dataset's scheduled piece, concatenated, then permuted (in
-  the parallel map, off the consumer's thread).
+  the parallel map, off the consumer's thread; `compiled`: by XLA's gather, `_permuted`).
 
   STOP: the block in which a dataset runs out is cut where its piece ends (the others' pieces pro
   rata) and is the last. DROP: an exhausted dataset gives empty pieces, so the others keep their
@@ -252,7 +255,7 @@ def _mix_blocks(unit_streams: Sequence[tf.data.Dataset], schedule: np.ndarray,
   if drop:
     zipped = zipped.take_while(lambda *parts: tf.logical_not(tf.reduce_all([e for _, e in parts])))
   wanted_per_block = tf.constant(schedule)
-  permute = _permuted(permute_seed)
+  permute = _permuted(permute_seed, compiled)
 
   def block(index, parts):
     if drop:
@@ -391,7 +394,8 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
       units = _truncate(units, source.limit)
     unit_streams.append(units)
 
-  blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion, permute_seed)
+  compiled = row_order.worth_compiling(unit_bytes, sizes.memory_budget - sizes.estimated_bytes())
+  blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion, permute_seed, compiled)
   blocks = blocks.prefetch(1).with_options(options)
   return exits.Stream(blocks, batch_size, drop_remainder, sizes, names, files)
 
