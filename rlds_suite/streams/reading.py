@@ -20,6 +20,7 @@ from rlds_suite.core import errors
 from rlds_suite.core import fields
 from rlds_suite.core import nested
 from rlds_suite.streams import frames
+from rlds_suite.streams import numpy_elements
 from rlds_suite.tfds import datasets
 from rlds_suite.streams.reference_units import PADDING_MASK
 
@@ -237,7 +238,7 @@ def numpy_groups(dataset: tf.data.Dataset, files: Sequence[str], name: str) -> I
   op_error, corrupt_shard_error = tf.errors.OpError, datasets.corrupt_shard_error
   is_read_error = is_shard_read_error
   try:
-    yield from tfds.as_numpy(dataset)
+    yield from numpy_elements.numpy_elements(dataset)
   except op_error as e:
     if not is_read_error(e):
       raise
