@@ -25,7 +25,7 @@ from tensorflow.python.ops import gen_dataset_ops  # pylint: disable=g-direct-te
 def numpy_elements(dataset: tf.data.Dataset) -> Iterator[Any]:
   """`dataset`'s elements as numpy (what `tfds.as_numpy(dataset)` yields)."""
   spec = dataset.element_spec
-  if not all(type(s) is tf.TensorSpec for s in tf.nest.flatten(spec)):  # pylint: disable=unidiomatic-typecheck
+  if any(type(s) is not tf.TensorSpec for s in tf.nest.flatten(spec)):  # Not its subclasses.
     yield from tfds.as_numpy(dataset)
     return
   iterator = iter(dataset)

@@ -57,8 +57,8 @@ def take_rows(block: Any, order: tf.Tensor, compiled: bool = True) -> Any:
   `tf.nest.map_structure(lambda t: tf.gather(t, order), block)` gives them (`compiled`: by XLA,
   but for strings)."""
   flat = tf.nest.flatten(block)
-  compiled = [i for i, t in enumerate(flat) if t.dtype != tf.string] if compiled else []
-  taken = dict(zip(compiled, _compiled_gather([flat[i] for i in compiled], order))
-               if compiled else ())
+  indices = [i for i, t in enumerate(flat) if t.dtype != tf.string] if compiled else []
+  taken = dict(zip(indices, _compiled_gather([flat[i] for i in indices], order))
+               if indices else ())
   return tf.nest.pack_sequence_as(
       block, [taken[i] if i in taken else tf.gather(t, order) for i, t in enumerate(flat)])
