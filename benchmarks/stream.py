@@ -232,6 +232,26 @@ still misses 11-35% of blocks (drawn inline; 146 us a block drawn, the consumer'
 was drawing. Once it draws a later, unbegun one meanwhile instead (block_draw's steal), cached
 cartpole_like 1.33x [1.16-1.49x] the batched raw read (3 rounds, load 1.6-1.7), the tf.data exit
 1.11x [1.09-1.28x], uncached 0.22x [0.18-0.23x].
+
+Uncached CartPole-like steps, the next session (perf profiles, paired rounds in one process):
+the block permutation's tf.gather was the costliest stage (a pipeline without it drained 1.4x
+faster; tf.gather copies each element of each field on its own). XLA's compiled gather of the
+same rows (streams.row_order): 1.06-1.32x, median 1.23x. The numpy exit's tfds.as_numpy over
+tf.data's iterator cost the consumer 184-250 us a block of Python (the iterator's GetNext and the
+arrays' conversion: ~50); reading GetNext directly (streams.numpy_elements): 0.95-1.31x, median
+1.18x. A file's records counted 256 at a time (one batch per parse group): median 1.04x.
+Measured and not kept (paired, 6 rounds each, medians ~1.0x): np.take at the numpy exit
+(0.60-1.21x), parallel parse map, no prefetch after the block map, a sequential block map, a
+private thread pool (0.77-1.09x), max_intra_op_parallelism=1, autotune off, int32 orders,
+whole-file reads without skip/take, blocks of 20,480 units, FixedLenSequence or VarLen parsing
+(44 vs 111 and 43-58 ns a step for RaggedFeature). A plain tf.data pipeline of the same data
+(TFRecordDataset.batch, parse, rebatch into blocks, the compiled permutation, no interleave,
+counting, episode shuffle or epochs) ran at 16-18M steps/s against our 12M in the same process
+(load ~2): the ceiling for a tf.data design here is ~0.35x. --quick, every dataset, 3 rounds,
+load 1.5-1.9: uncached 0.28x [0.25-0.29x] (cartpole_like, 0.29x [0.25-0.30x] alone at load
+1.2-1.5) and 0.33x [0.29-0.41x] (d4rl_like); the tf.data exit 0.96x and 1.02x; cached 1.13x and
+1.57x; Keras fit 1.32x; frames 1.97x the naive recipe at 0.50x its CPU, 0.91x the raw decode;
+memory 92 vs 96 MiB uncached (XLA's compiler ~55 MB of it), 4 vs 4 MiB anonymous cached.
 """
 
 from __future__ import annotations
