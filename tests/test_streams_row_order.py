@@ -45,6 +45,13 @@ def test_compiled_only_for_small_units_with_room_in_the_budget(monkeypatch):
   assert not row_order.worth_compiling(64, room)
 
 
+def test_unshuffled_stream_does_not_load_xla(tmp_path, monkeypatch):
+  directory = streams_data.write(tmp_path, 'set_a', streams_data.id_episodes(0, 3, seed=4))
+  monkeypatch.setattr(row_order, 'xla_available', lambda: pytest.fail('XLA probed'))
+  stream = streams.stream([directory], batch_size=4, shuffle=None)
+  assert len(next(iter(streams.as_numpy(stream)))['observation']) == 4
+
+
 def test_stream_batches_equal_with_and_without_the_compiled_gather(tmp_path, monkeypatch):
   directory = streams_data.write(tmp_path, 'set_a', streams_data.id_episodes(0, 9, seed=4))
 

@@ -396,7 +396,8 @@ def stream(dataset_refs: Sequence[DatasetRef], *,
       units = _truncate(units, source.limit)
     unit_streams.append(units)
 
-  compiled = row_order.worth_compiling(unit_bytes, sizes.memory_budget - sizes.estimated_bytes())
+  compiled = permute_seed is not None and row_order.worth_compiling(  # No permutation, no XLA.
+      unit_bytes, sizes.memory_budget - sizes.estimated_bytes())
   blocks = _mix_blocks(unit_streams, schedule, mix.exhaustion, permute_seed, compiled)
   blocks = blocks.prefetch(1).with_options(options)
   return exits.Stream(blocks, batch_size, drop_remainder, sizes, names, files)
