@@ -46,20 +46,23 @@ def numpy_elements(dataset: tf.data.Dataset) -> Iterator[Any]:
 def _packer(spec: Any) -> Callable[[Sequence[np.ndarray]], Any]:
   """A function from the flat arrays (in tf.nest's order) to the structure of `spec`, as
   `tf.nest.pack_sequence_as` builds it: plain dicts (flattened in sorted key order, rebuilt in the
-  spec's), tuples and lists directly; anything else (namedtuples, attrs) by tf.nest."""
+  spec's) and tuples directly; anything else (namedtuples, attrs) by tf.nest."""
   if isinstance(spec, tf.TensorSpec):
     return lambda values: values[0]
-  kind = type(spec)
-  if kind is dict:
-    keys = sorted(spec)
-    children = _children([spec[k] for k in keys])
-    positions = [(key, keys.index(key)) for key in spec]
-    return lambda values: (lambda built: {key: built[i] for key, i in positions})(
-        _built(children, values))
-  if kind in (tuple, list):
-    children = _children(list(spec))
-    return lambda values: kind(_built(children, values))
-  return lambda values: tf.nest.pack_sequence_as(spec, list(values))
+  if type(spec) is tuple:  # pylint: disable=unidiomatic-typecheck
+    children = _children(spec)
+    return lambda values: tuple(_built(children, values))
+  if type(spec) is not dict:  # pylint: disable=unidiomatic-typecheck
+    return lambda values: tf.nest.pack_sequence_as(spec, list(values))
+  keys = sorted(spec)
+  children = _children([spec[key] for key in keys])
+  spec_order = [keys.index(key) for key in spec]
+
+  def pack(values: Sequence[np.ndarray]) -> dict:
+    built = _built(children, values)
+    return {keys[i]: built[i] for i in spec_order}
+
+  return pack
 
 
 def _children(specs: Sequence[Any]) -> list[tuple[Callable, int, int]]:
